@@ -1,0 +1,55 @@
+package adapter
+
+import (
+	"context"
+	"time"
+)
+
+// Adapter runs one agent CLI as a subprocess for one turn.
+type Adapter interface {
+	// Name is the instance name from nerve.yaml ("claude", "claude-fast").
+	Name() string
+	// Type is the built-in kind: claude, codex, gemini, cursor, hermes, exec.
+	Type() string
+	// Run runs one turn to completion. It returns an error (see *Error) when
+	// the CLI's own final event does not report success, when the turn
+	// times out, or when ctx is cancelled; the whole process group is gone
+	// by the time Run returns.
+	Run(ctx context.Context, req Request) (*Result, error)
+}
+
+// Request is one turn's work.
+type Request struct {
+	Prompt  string
+	Workdir string
+	// Env is added to os.Environ(): NERVE_THREAD, NERVE_ROLE, NERVE_STEP,
+	// NERVE_WORKDIR, NERVE_THREAD_SNAPSHOT, PATH with the nerve binary.
+	Env []string
+	// OnOutput, when set, is called (from one goroutine) for each line the
+	// CLI prints on stdout; the daemon uses it for stall detection.
+	OnOutput func(line []byte)
+}
+
+// Result is what a successful turn produced.
+type Result struct {
+	Content string `json:"content"`
+	Usage   Usage  `json:"usage"`
+	// Truncated reports that the CLI printed more than MaxContentBytes of
+	// content and the rest was dropped (Content then ends with a note).
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// Usage is what the CLI reported about itself for the turn.
+type Usage struct {
+	Model        string  `json:"model,omitempty"`
+	InputTokens  int64   `json:"input_tokens,omitempty"`
+	OutputTokens int64   `json:"output_tokens,omitempty"`
+	CachedTokens int64   `json:"cached_tokens,omitempty"`
+	CostUSD      float64 `json:"cost_usd,omitempty"`
+	SessionID    string  `json:"session_id,omitempty"`
+	DurationMS   int64   `json:"duration_ms"`
+	ToolErrors   int     `json:"tool_errors,omitempty"`
+}
+
+// Duration returns the turn's wall time.
+func (u Usage) Duration() time.Duration { return time.Duration(u.DurationMS) * time.Millisecond }

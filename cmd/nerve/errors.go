@@ -1,0 +1,61 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Exit codes, as DESIGN.md promises scripts.
+const (
+	exitOK     = 0
+	exitFailed = 1 // the work failed: thread failed, check failed, remote refused
+	exitUsage  = 2 // usage or configuration error
+)
+
+// usageError is a bad flag, argument or input: exit 2.
+type usageError struct {
+	msg  string
+	hint string
+}
+
+func (e *usageError) Error() string { return e.msg }
+func (e *usageError) ExitCode() int { return exitUsage }
+func (e *usageError) Hint() string  { return e.hint }
+
+func usageErrorf(hint, format string, a ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, a...), hint: hint}
+}
+
+// silentError has already been reported to the user; only its exit code
+// matters (a failed thread, a failed check).
+type silentError struct{ code int }
+
+func (e *silentError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+func (e *silentError) ExitCode() int { return e.code }
+
+// errSilentFail exits 1 without printing anything more.
+var errSilentFail = &silentError{code: exitFailed}
+
+// exitCoder is implemented by errors that know their exit code. Packages
+// (config, workflow, daemon client) implement it so the mapping lives with
+// the error, not in a table here.
+type exitCoder interface{ ExitCode() int }
+
+// hinter is implemented by errors that can say what to do next.
+type hinter interface{ Hint() string }
+
+func exitCodeOf(err error) int {
+	var ec exitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return exitFailed
+}
+
+func hintOf(err error) string {
+	var h hinter
+	if errors.As(err, &h) {
+		return h.Hint()
+	}
+	return ""
+}

@@ -1,0 +1,60 @@
+// Command nerve is the CLI and daemon of nerve: AI coding agents working as
+// a team. main stays trivial: Main builds the command tree, runs it and maps
+// the error to an exit code in one place.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	os.Exit(Main(os.Args[1:], System()))
+}
+
+// Main runs nerve with args and returns the process exit code.
+func Main(args []string, io *IOStreams) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	f := newFactory(io)
+	root := newCmdRoot(f)
+	root.SetArgs(args)
+	root.SetOut(io.Out)
+	root.SetErr(io.ErrOut)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	if errors.Is(err, context.Canceled) {
+		return 130
+	}
+	var se *silentError
+	if errors.As(err, &se) {
+		return se.code
+	}
+	printError(io, err)
+	return exitCodeOf(err)
+}
+
+// printError writes one line saying what and why, then a hint line when
+// there is one. Never a stack trace.
+func printError(io *IOStreams, err error) {
+	fmt.Fprintf(io.ErrOut, "nerve: %s\n", oneLine(err.Error()))
+	if h := hintOf(err); h != "" {
+		fmt.Fprintf(io.ErrOut, "hint: %s\n", h)
+	}
+}
+
+func oneLine(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}

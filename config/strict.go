@@ -1,0 +1,244 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// FileError is a problem in a YAML file, located by line and field path.
+// It is a configuration error: exit status 2.
+type FileError struct {
+	File  string
+	Line  int
+	Field string // dotted path, e.g. adapters.claude-fast.timeout
+	Msg   string
+}
+
+func (e *FileError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		b.WriteString(":" + strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field + ": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// ExitCode makes a bad file a configuration error.
+func (e *FileError) ExitCode() int { return 2 }
+
+// FileErrors is every problem found in one pass, so a user fixes them all
+// at once rather than one per run.
+type FileErrors []*FileError
+
+func (es FileErrors) Error() string {
+	if len(es) == 1 {
+		return es[0].Error()
+	}
+	return fmt.Sprintf("%s (and %d more problems)", es[0].Error(), len(es)-1)
+}
+
+// ExitCode makes bad files a configuration error.
+func (es FileErrors) ExitCode() int { return 2 }
+
+// Lines maps a dotted field path to the line it was written on, so checks
+// made after decoding can still point at the file.
+type Lines map[string]int
+
+// Line returns the line of path or of its nearest written parent.
+func (l Lines) Line(path string) int {
+	for path != "" {
+		if n, ok := l[path]; ok {
+			return n
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			break
+		}
+		path = path[:i]
+	}
+	return 0
+}
+
+// DecodeStrict decodes YAML data into v, rejecting unknown keys and wrong
+// types with file, line and field. It returns the line of every field.
+func DecodeStrict(file string, data []byte, v any) (Lines, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, yamlSyntaxError(file, err)
+	}
+	lines := Lines{}
+	if len(root.Content) == 0 {
+		return lines, nil // empty file: defaults only
+	}
+	doc := root.Content[0]
+	var errs FileErrors
+	walkKnown(file, doc, reflect.TypeOf(v).Elem(), "", lines, &errs)
+	if len(errs) > 0 {
+		return lines, errs
+	}
+	if err := doc.Decode(v); err != nil {
+		return lines, typeErrors(file, err, lines)
+	}
+	return lines, nil
+}
+
+var lineRE = regexp.MustCompile(`line (\d+): (.*)`)
+
+func yamlSyntaxError(file string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if m := lineRE.FindStringSubmatch(msg); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return &FileError{File: file, Line: n, Msg: "invalid YAML: " + m[2]}
+	}
+	return &FileError{File: file, Msg: "invalid YAML: " + msg}
+}
+
+// typeErrors turns yaml.v3's "line N: cannot unmarshal ..." list into
+// FileErrors that name the field.
+func typeErrors(file string, err error, lines Lines) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		// Errors from custom unmarshalers (Duration) carry no line; yaml.v3
+		// wraps them without position, so report what we have.
+		return &FileError{File: file, Msg: err.Error()}
+	}
+	byLine := map[int]string{}
+	for p, n := range lines {
+		if cur, ok := byLine[n]; !ok || len(p) > len(cur) {
+			byLine[n] = p
+		}
+	}
+	var errs FileErrors
+	for _, s := range te.Errors {
+		fe := &FileError{File: file, Msg: s}
+		if m := lineRE.FindStringSubmatch(s); m != nil {
+			fe.Line, _ = strconv.Atoi(m[1])
+			fe.Msg = strings.ReplaceAll(m[2], "!!", "")
+			fe.Field = byLine[fe.Line]
+		}
+		errs = append(errs, fe)
+	}
+	return errs
+}
+
+// walkKnown records field lines and reports keys that t does not have.
+func walkKnown(file string, n *yaml.Node, t reflect.Type, path string, lines Lines, errs *FileErrors) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return // a type error, reported by Decode
+		}
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			p := join(path, k.Value)
+			lines[p] = k.Line
+			ft, ok := fields[k.Value]
+			if !ok {
+				*errs = append(*errs, &FileError{File: file, Line: k.Line, Field: p,
+					Msg: fmt.Sprintf("unknown key %q%s", k.Value, suggest(k.Value, fields))})
+				continue
+			}
+			walkKnown(file, val, ft, p, lines, errs)
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			p := join(path, k.Value)
+			lines[p] = k.Line
+			walkKnown(file, val, t.Elem(), p, lines, errs)
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return
+		}
+		for i, item := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			lines[p] = item.Line
+			walkKnown(file, item, t.Elem(), p, lines, errs)
+		}
+	}
+}
+
+var nodeType = reflect.TypeOf(yaml.Node{})
+
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
+		if tag == "-" || !f.IsExported() {
+			continue
+		}
+		if tag == "" {
+			tag = strings.ToLower(f.Name)
+		}
+		ft := f.Type
+		if ft == nodeType || ft.Kind() == reflect.Interface {
+			ft = reflect.TypeOf((*any)(nil)).Elem()
+		}
+		out[tag] = ft
+	}
+	return out
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// suggest offers the closest known key for a typo.
+func suggest(key string, fields map[string]reflect.Type) string {
+	best, bestD := "", 3
+	for f := range fields {
+		if d := editDistance(key, f); d < bestD {
+			best, bestD = f, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,136 @@
+package config
+
+import (
+	"fmt"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole of nerve.yaml after defaults, file, environment and
+// flags have been merged. Every section of the schema is parsed, even those
+// whose features live in later packages, so a bad file is caught on load.
+type Config struct {
+	Agent     Agent              `yaml:"agent" json:"agent"`
+	Remotes   map[string]Remote  `yaml:"remotes" json:"remotes,omitempty"`
+	Workflows []string           `yaml:"workflows" json:"workflows"`
+	Adapters  map[string]Adapter `yaml:"adapters" json:"adapters,omitempty"`
+	Senses    []Sense            `yaml:"senses" json:"senses,omitempty"`
+	Reflexes  []Reflex           `yaml:"reflexes" json:"reflexes,omitempty"`
+	Extract   *Endpoint          `yaml:"extract" json:"extract,omitempty"`
+	Knowledge *Endpoint          `yaml:"knowledge" json:"knowledge,omitempty"`
+	Log       Log                `yaml:"log" json:"log"`
+	Daemon    Daemon             `yaml:"daemon" json:"daemon"`
+
+	// File is the nerve.yaml this was read from; empty when none exists.
+	File string `yaml:"-" json:"file,omitempty"`
+	// Home is NERVE_HOME.
+	Home string `yaml:"-" json:"home"`
+}
+
+// Agent describes this machine's agent as others see it.
+type Agent struct {
+	Name               string `yaml:"name" json:"name"`
+	MaxConcurrentTurns int    `yaml:"max_concurrent_turns" json:"max_concurrent_turns"`
+}
+
+// Remote is a Khala server reached git-style by name. Its token is never
+// here: it lives in nerve.db or a 0600 file.
+type Remote struct {
+	URL string `yaml:"url" json:"url"`
+}
+
+// Adapter is a named adapter instance: an override of a built-in adapter
+// (the map key is a type) or a new instance with an explicit type.
+type Adapter struct {
+	Type        string            `yaml:"type" json:"type"`
+	Command     []string          `yaml:"command" json:"command,omitempty"`
+	Binary      string            `yaml:"binary" json:"binary,omitempty"`
+	Model       string            `yaml:"model" json:"model,omitempty"`
+	Timeout     Duration          `yaml:"timeout" json:"timeout,omitempty"`
+	Permissions string            `yaml:"permissions" json:"permissions,omitempty"`
+	Env         map[string]string `yaml:"env" json:"env,omitempty"`
+	Args        []string          `yaml:"args" json:"args,omitempty"`
+}
+
+// Sense turns the outside world into signals.
+type Sense struct {
+	Name      string   `yaml:"name" json:"name"`
+	Kind      string   `yaml:"kind" json:"kind"`
+	Remote    string   `yaml:"remote" json:"remote,omitempty"`
+	Workflows []string `yaml:"workflows" json:"workflows,omitempty"`
+	Roles     []string `yaml:"roles" json:"roles,omitempty"`
+	Every     Duration `yaml:"every" json:"every,omitempty"`
+	Paths     []string `yaml:"paths" json:"paths,omitempty"`
+}
+
+// Reflex is a rule from a sense's signals to an action.
+type Reflex struct {
+	On       string         `yaml:"on" json:"on"`
+	Do       string         `yaml:"do" json:"do"`
+	Adapter  string         `yaml:"adapter" json:"adapter,omitempty"`
+	Workflow string         `yaml:"workflow" json:"workflow,omitempty"`
+	Input    map[string]any `yaml:"input" json:"input,omitempty"`
+}
+
+// Endpoint is an OpenAI-compatible HTTP service (extract repairs, knowledge
+// embeddings). The key is read from the named environment variable, never
+// stored in nerve.yaml.
+type Endpoint struct {
+	BaseURL   string   `yaml:"base_url" json:"base_url"`
+	Model     string   `yaml:"model" json:"model"`
+	APIKeyEnv string   `yaml:"api_key_env" json:"api_key_env,omitempty"`
+	Timeout   Duration `yaml:"timeout" json:"timeout,omitempty"`
+}
+
+// Log configures the daemon's structured logger.
+type Log struct {
+	Level  string `yaml:"level" json:"level"`
+	Format string `yaml:"format" json:"format"`
+}
+
+// Daemon holds the daemon's own tunables.
+type Daemon struct {
+	// ShutdownGrace is how long running turns may finish after SIGTERM
+	// before their process groups are killed.
+	ShutdownGrace Duration `yaml:"shutdown_grace" json:"shutdown_grace"`
+	// StallAfter is how long a running adapter may stay silent before a
+	// stall detection is raised.
+	StallAfter Duration `yaml:"stall_after" json:"stall_after"`
+}
+
+// Duration is a time.Duration written as "20m" or "1h30m" in YAML.
+type Duration time.Duration
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// UnmarshalYAML accepts Go duration strings ("90s", "20m").
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	// A *yaml.TypeError keeps the line; a plain error would lose it.
+	bad := func(format string, a ...any) error {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: ", n.Line) + fmt.Sprintf(format, a...)}}
+	}
+	if n.Kind != yaml.ScalarNode {
+		return bad("want a duration such as 90s or 20m")
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return bad("%q is not a duration (want e.g. 90s, 20m, 1h)", n.Value)
+	}
+	if v < 0 {
+		return bad("%q: a duration cannot be negative", n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Duration(d).String() + `"`), nil
+}

@@ -1,0 +1,188 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+)
+
+// AdapterTypes are the built-in adapter kinds. A key of adapters: that is
+// one of them overrides the built-in; any other key needs a type.
+var AdapterTypes = []string{"claude", "codex", "gemini", "cursor", "hermes", "exec"}
+
+// Permissions are the postures a machine owner may give an adapter.
+var Permissions = []string{"workspace", "read-only", "full"}
+
+var (
+	senseKinds = []string{"khala", "interval", "file"}
+	reflexDos  = []string{"turn", "workflow"}
+	logLevels  = []string{"debug", "info", "warn", "error"}
+	logFormats = []string{"text", "json", "logfmt"}
+	nameRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+)
+
+// Validate checks the merged configuration and returns every problem, each
+// located in the file when lines knows where the field was written.
+func Validate(cfg *Config, lines Lines) FileErrors {
+	v := &validator{file: cfg.File, lines: lines}
+	if v.file == "" {
+		v.file = "nerve.yaml"
+	}
+	if cfg.Agent.Name == "" {
+		v.add("agent.name", "must not be empty")
+	}
+	if cfg.Agent.MaxConcurrentTurns < 1 {
+		v.add("agent.max_concurrent_turns", "must be at least 1, got %d", cfg.Agent.MaxConcurrentTurns)
+	}
+	for _, name := range sortedKeys(cfg.Remotes) {
+		p := "remotes." + name
+		if !nameRE.MatchString(name) {
+			v.add(p, "remote name %q: use letters, digits, '-', '_' and '.'", name)
+		}
+		u, err := url.Parse(cfg.Remotes[name].URL)
+		if cfg.Remotes[name].URL == "" {
+			v.add(p+".url", "is required")
+		} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.add(p+".url", "%q is not an http(s) URL", cfg.Remotes[name].URL)
+		}
+	}
+	for _, name := range sortedKeys(cfg.Adapters) {
+		v.adapter(name, cfg.Adapters[name])
+	}
+	senses := map[string]Sense{}
+	for i, s := range cfg.Senses {
+		p := fmt.Sprintf("senses[%d]", i)
+		if s.Name == "" {
+			v.add(p+".name", "is required")
+		} else if _, dup := senses[s.Name]; dup {
+			v.add(p+".name", "sense %q is defined twice", s.Name)
+		}
+		senses[s.Name] = s
+		switch s.Kind {
+		case "khala":
+			if _, ok := cfg.Remotes[s.Remote]; !ok {
+				v.add(p+".remote", "unknown remote %q (remotes: %v)", s.Remote, sortedKeys(cfg.Remotes))
+			}
+		case "interval":
+			if s.Every <= 0 {
+				v.add(p+".every", "an interval sense needs every: (e.g. 10m)")
+			}
+		case "file":
+			if len(s.Paths) == 0 {
+				v.add(p+".paths", "a file sense needs at least one path")
+			}
+		default:
+			v.add(p+".kind", "unknown kind %q (want one of %v)", s.Kind, senseKinds)
+		}
+	}
+	for i, r := range cfg.Reflexes {
+		p := fmt.Sprintf("reflexes[%d]", i)
+		if _, ok := senses[r.On]; !ok {
+			v.add(p+".on", "unknown sense %q", r.On)
+		}
+		switch r.Do {
+		case "turn":
+			if r.Adapter == "" {
+				v.add(p+".adapter", "do: turn needs an adapter")
+			} else if !cfg.HasAdapter(r.Adapter) {
+				v.add(p+".adapter", "unknown adapter %q", r.Adapter)
+			}
+		case "workflow":
+			if r.Workflow == "" {
+				v.add(p+".workflow", "do: workflow needs a workflow name")
+			}
+		default:
+			v.add(p+".do", "unknown action %q (want one of %v)", r.Do, reflexDos)
+		}
+	}
+	v.endpoint("extract", cfg.Extract)
+	v.endpoint("knowledge", cfg.Knowledge)
+	if !slices.Contains(logLevels, cfg.Log.Level) {
+		v.add("log.level", "unknown level %q (want one of %v)", cfg.Log.Level, logLevels)
+	}
+	if !slices.Contains(logFormats, cfg.Log.Format) {
+		v.add("log.format", "unknown format %q (want one of %v)", cfg.Log.Format, logFormats)
+	}
+	return v.errs
+}
+
+// HasAdapter reports whether name is a built-in adapter or configured.
+func (c *Config) HasAdapter(name string) bool {
+	if _, ok := c.Adapters[name]; ok {
+		return true
+	}
+	return slices.Contains(AdapterTypes, name)
+}
+
+// AdapterConfig returns the configuration of adapter name (built-in
+// defaults when nerve.yaml does not mention it) and whether it exists.
+func (c *Config) AdapterConfig(name string) (Adapter, bool) {
+	if a, ok := c.Adapters[name]; ok {
+		if a.Type == "" {
+			a.Type = name
+		}
+		return a, true
+	}
+	if slices.Contains(AdapterTypes, name) && name != "exec" {
+		return Adapter{Type: name}, true
+	}
+	return Adapter{}, false
+}
+
+type validator struct {
+	file  string
+	lines Lines
+	errs  FileErrors
+}
+
+func (v *validator) add(field, format string, a ...any) {
+	v.errs = append(v.errs, &FileError{File: v.file, Line: v.lines.Line(field), Field: field, Msg: fmt.Sprintf(format, a...)})
+}
+
+func (v *validator) adapter(name string, a Adapter) {
+	p := "adapters." + name
+	typ := a.Type
+	if typ == "" {
+		typ = name
+	}
+	if !slices.Contains(AdapterTypes, typ) {
+		if a.Type == "" {
+			v.add(p+".type", "adapter %q is not built in, so it needs a type (one of %v)", name, AdapterTypes)
+		} else {
+			v.add(p+".type", "unknown adapter type %q (want one of %v)", a.Type, AdapterTypes)
+		}
+		return
+	}
+	if typ == "exec" && len(a.Command) == 0 {
+		v.add(p+".command", "an exec adapter needs a command")
+	}
+	if a.Permissions != "" && !slices.Contains(Permissions, a.Permissions) {
+		v.add(p+".permissions", "unknown posture %q (want one of %v)", a.Permissions, Permissions)
+	}
+}
+
+func (v *validator) endpoint(section string, e *Endpoint) {
+	if e == nil {
+		return
+	}
+	u, err := url.Parse(e.BaseURL)
+	if e.BaseURL == "" {
+		v.add(section+".base_url", "is required")
+	} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.add(section+".base_url", "%q is not an http(s) URL", e.BaseURL)
+	}
+	if e.Model == "" {
+		v.add(section+".model", "is required")
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,87 @@
+package daemon
+
+import (
+	"time"
+
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// apiHost is the fixed Host of every request on the socket; the server
+// refuses others, so nothing reached through a proxy or browser can talk
+// to it.
+const apiHost = "nerve.sock"
+
+// versionHeader carries the daemon's and the client's version.
+const versionHeader = "Nerve-Version"
+
+// StartRequest asks the daemon to start a local thread.
+type StartRequest struct {
+	// Workflow is a name found in the configured workflow directories;
+	// File is a definition file (absolute path). One of the two.
+	Workflow string         `json:"workflow,omitempty"`
+	File     string         `json:"file,omitempty"`
+	Input    map[string]any `json:"input,omitempty"`
+	// Workdir is where adapters run (NERVE_WORKDIR): the caller's cwd.
+	Workdir string `json:"workdir"`
+}
+
+// Status is what `daemon status` shows.
+type Status struct {
+	PID         int          `json:"pid"`
+	Home        string       `json:"home"`
+	Version     string       `json:"version"`
+	StartedAt   time.Time    `json:"started_at"`
+	Config      ConfigState  `json:"config"`
+	Capacity    int          `json:"capacity"`
+	Threads     int          `json:"running_threads"`
+	ActiveTurns []ActiveTurn `json:"active_turns"`
+	Senses      []SenseState `json:"senses"`
+}
+
+// ConfigState says which nerve.yaml is in force and how its last reload went.
+type ConfigState struct {
+	File       string    `json:"file,omitempty"`
+	LoadedAt   time.Time `json:"loaded_at"`
+	LastReload string    `json:"last_reload,omitempty"` // "ok" or the error
+}
+
+// SenseState is one configured sense.
+type SenseState struct {
+	Name  string `json:"name"`
+	Kind  string `json:"kind"`
+	State string `json:"state"`
+}
+
+// ActiveTurn is an adapter process running now.
+type ActiveTurn struct {
+	Thread    string    `json:"thread"`
+	Step      int       `json:"step"`
+	Role      string    `json:"role"`
+	Adapter   string    `json:"adapter"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// apiError is the error body of every failed request.
+type apiError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Hint    string `json:"hint,omitempty"`
+	} `json:"error"`
+}
+
+// Error codes of the control API.
+const (
+	codeUsage    = "usage"     // bad request, bad input, bad definition: exit 2
+	codeNotFound = "not_found" // unknown workflow or thread: exit 2
+	codeConflict = "conflict"  // e.g. cancelling an ended thread
+	codeInternal = "internal"
+	codeShutdown = "shutting_down"
+)
+
+// publicThread strips what callers need not see (the stored definition).
+func publicThread(t *workflow.Thread) *workflow.Thread {
+	c := *t
+	c.Source = nil
+	return &c
+}

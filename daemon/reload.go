@@ -1,0 +1,33 @@
+package daemon
+
+import (
+	"context"
+	"github.com/nerve-agents/nerve/config"
+	"time"
+)
+
+// watchConfig hot-reloads nerve.yaml: load and validate, then swap. An
+// invalid file changes nothing; the error is logged and shown by `daemon
+// status`. Running turns keep the adapter they started with, because each
+// turn resolved its adapter when it began.
+func (d *Daemon) watchConfig(ctx context.Context) {
+	file := d.paths.Config()
+	if cfg := d.config(); cfg.File != "" {
+		file = cfg.File
+	}
+	_ = config.Watch(ctx, file, d.reload)
+}
+
+func (d *Daemon) reload() {
+	cfg, err := d.opts.Load()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil {
+		d.cfgState.LastReload = err.Error()
+		d.log.Error("nerve.yaml not reloaded; keeping the previous config", "err", err)
+		return
+	}
+	d.cfg = cfg
+	d.cfgState = ConfigState{File: cfg.File, LoadedAt: time.Now().UTC(), LastReload: "ok"}
+	d.log.Info("nerve.yaml reloaded", "file", cfg.File)
+}

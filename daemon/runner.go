@@ -1,0 +1,202 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// runner runs the daemon's local threads, each in its own goroutine.
+type runner struct {
+	d   *Daemon
+	ctx context.Context // cancelled when running work must be killed
+
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	threads  map[string]context.CancelCauseFunc
+	active   map[string]ActiveTurn // key thread/step
+	draining bool
+	idle     chan struct{} // closed and replaced when active drops to 0
+}
+
+func newRunner(d *Daemon, ctx context.Context) *runner {
+	return &runner{d: d, ctx: ctx, threads: map[string]context.CancelCauseFunc{},
+		active: map[string]ActiveTurn{}, idle: make(chan struct{})}
+}
+
+func (r *runner) engine() *workflow.Engine {
+	return &workflow.Engine{Store: r.d.store, Turn: r.runTurn, Agent: r.d.config().Agent.Name}
+}
+
+// start creates a thread of d and runs it in the background.
+func (r *runner) start(d *workflow.Definition, input map[string]any, workdir string) (*workflow.Thread, error) {
+	r.mu.Lock()
+	draining := r.draining
+	r.mu.Unlock()
+	if draining {
+		return nil, errShuttingDown
+	}
+	now := time.Now().UTC()
+	t := &workflow.Thread{Workflow: d.Name, Status: workflow.StatusRunning, Input: input, Workdir: workdir,
+		Source: d.Source, CreatedAt: now, UpdatedAt: now}
+	if err := r.d.store.CreateThread(t); err != nil {
+		return nil, err
+	}
+	r.launch(d, t)
+	return t, nil
+}
+
+var errShuttingDown = errors.New("the daemon is shutting down")
+
+// launch runs t's engine in a goroutine that outlives the request.
+func (r *runner) launch(d *workflow.Definition, t *workflow.Thread) {
+	ctx, cancel := context.WithCancelCause(r.ctx)
+	r.mu.Lock()
+	r.threads[t.ID] = cancel
+	r.mu.Unlock()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer func() {
+			r.mu.Lock()
+			delete(r.threads, t.ID)
+			r.mu.Unlock()
+			cancel(nil)
+		}()
+		defer func() {
+			if p := recover(); p != nil {
+				r.d.log.Error("thread panicked", "thread", t.ID, "panic", p, "stack", string(debug.Stack()))
+			}
+		}()
+		err := r.engine().Run(ctx, d, t)
+		switch {
+		case err == nil:
+			r.d.log.Info("thread ended", "thread", t.ID, "workflow", t.Workflow, "status", t.Status)
+		case ctx.Err() != nil:
+			r.d.log.Info("thread paused for shutdown; it resumes on restart", "thread", t.ID)
+		default:
+			r.d.log.Error("thread stopped", "thread", t.ID, "err", err)
+		}
+	}()
+}
+
+// resumeAll restarts every thread the store says is running: after a crash
+// or a shutdown, each resumes at its interrupted turn.
+func (r *runner) resumeAll() {
+	ts, err := r.d.store.Threads("", workflow.StatusRunning, 0)
+	if err != nil {
+		r.d.log.Error("list running threads", "err", err)
+		return
+	}
+	for _, t := range ts {
+		d, err := workflow.ParseSource(t.Workflow+" (stored definition)", t.Source)
+		if err != nil {
+			// A thread that cannot resume must not stay running forever.
+			r.fail(t, fmt.Sprintf("cannot resume: %v", err))
+			continue
+		}
+		_ = r.d.store.AppendEvents(t.ID, workflow.Event{Type: workflow.EventResumed, At: time.Now().UTC(),
+			Message: fmt.Sprintf("resumed at step %d", t.Step)})
+		r.d.log.Info("resuming thread", "thread", t.ID, "workflow", t.Workflow, "step", t.Step)
+		r.launch(d, t)
+	}
+}
+
+func (r *runner) fail(t *workflow.Thread, reason string) {
+	now := time.Now().UTC()
+	t.Status, t.Error, t.Pending, t.EndedAt, t.UpdatedAt = workflow.StatusFailed, reason, nil, now, now
+	err := r.d.store.Commit(workflow.Update{Thread: t, Events: []workflow.Event{{Type: workflow.EventThreadEnded,
+		Status: t.Status, Message: reason, At: now}}})
+	if err != nil {
+		r.d.log.Error("fail thread", "thread", t.ID, "err", err)
+	}
+}
+
+// cancel stops a running thread; its adapters are killed and it ends as
+// cancelled. It reports whether the thread was running here.
+func (r *runner) cancel(id string) bool {
+	r.mu.Lock()
+	cancel, ok := r.threads[id]
+	r.mu.Unlock()
+	if ok {
+		cancel(workflow.ErrCancelled)
+	}
+	return ok
+}
+
+// wait blocks until every thread goroutine has returned.
+func (r *runner) wait() { r.wg.Wait() }
+
+func (r *runner) running() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.threads)
+}
+
+// drain stops turns from starting; running ones go on.
+func (r *runner) drain() {
+	r.mu.Lock()
+	r.draining = true
+	r.mu.Unlock()
+}
+
+func (r *runner) isDraining() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.draining
+}
+
+// waitIdle waits up to d for running turns to finish.
+func (r *runner) waitIdle(d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		r.mu.Lock()
+		n, idle := len(r.active), r.idle
+		r.mu.Unlock()
+		if n == 0 {
+			return true
+		}
+		select {
+		case <-idle:
+		case <-timer.C:
+			return false
+		}
+	}
+}
+
+func (r *runner) activeCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.active)
+}
+
+func (r *runner) activeTurns() []ActiveTurn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]ActiveTurn, 0, len(r.active))
+	for _, a := range r.active {
+		out = append(out, a)
+	}
+	return out
+}
+
+func (r *runner) setActive(a ActiveTurn, on bool) {
+	key := fmt.Sprintf("%s/%d", a.Thread, a.Step)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if on {
+		r.active[key] = a
+		return
+	}
+	delete(r.active, key)
+	if len(r.active) == 0 {
+		close(r.idle)
+		r.idle = make(chan struct{})
+	}
+}

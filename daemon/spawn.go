@@ -1,0 +1,70 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nerve-agents/nerve/config"
+)
+
+// Spawn starts `nerve daemon` in the background for home, detached from
+// the caller's session with its output going to nerve.log, and waits until
+// it answers on its socket. It returns the daemon's pid.
+func Spawn(ctx context.Context, exe string, home string, extraArgs ...string) (int, error) {
+	paths := config.Paths{Home: home}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return 0, fmt.Errorf("create NERVE_HOME %s: %w", home, err)
+	}
+	logf, err := os.OpenFile(paths.Log(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer logf.Close()
+	start, _ := logf.Seek(0, 2)
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return 0, err
+	}
+	defer null.Close()
+	cmd := exec.Command(exe, append([]string{"daemon"}, extraArgs...)...)
+	cmd.Env = append(os.Environ(), "NERVE_HOME="+home)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start daemon: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	c := NewClient(paths.Socket())
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := c.Ping(ctx); err == nil {
+			return cmd.Process.Pid, nil
+		}
+		select {
+		case err := <-exited:
+			return 0, fmt.Errorf("daemon exited at start (%v): %s", err, logTail(paths.Log(), start))
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return 0, errors.New("daemon did not answer within 10s; see " + paths.Log())
+}
+
+// logTail returns the last line the daemon wrote after offset.
+func logTail(path string, offset int64) string {
+	b, err := os.ReadFile(path)
+	if err != nil || int64(len(b)) <= offset {
+		return "no output"
+	}
+	lines := strings.Split(strings.TrimSpace(string(b[offset:])), "\n")
+	return lines[len(lines)-1]
+}

@@ -1,0 +1,292 @@
+package workflow
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nerve-agents/nerve/config"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Bindings say who runs a workflow's turns.
+const (
+	BindingLocal = "local" // this agent runs every turn
+	BindingCloud = "cloud" // turns go to a Khala queue
+)
+
+// DefaultMaxSteps bounds a thread whose definition sets no limit.
+const DefaultMaxSteps = 50
+
+// Definition is a parsed, checked workflow: its moderator compiled and its
+// roles' meta schemas compiled, ready to route threads.
+type Definition struct {
+	Name        string
+	Description string
+	Binding     string
+	Inputs      map[string]Input
+	Roles       map[string]*Role
+	Limits      Limits
+	Moderator   *Moderator
+
+	// File is where the definition was read from ("" when pushed inline).
+	File string
+	// Source is the definition with its moderator inlined: what a thread
+	// keeps so it can resume, and what `workflow push` publishes.
+	Source []byte
+}
+
+// Input declares one input of a thread.
+type Input struct {
+	Type        string `yaml:"type" json:"type"`
+	Required    bool   `yaml:"required" json:"required,omitempty"`
+	Default     any    `yaml:"default" json:"default,omitempty"`
+	Description string `yaml:"description" json:"description,omitempty"`
+}
+
+// Role is who acts in a workflow.
+type Role struct {
+	Adapter string         `yaml:"adapter" json:"adapter,omitempty"`
+	Prompt  string         `yaml:"prompt" json:"prompt"`
+	Meta    map[string]any `yaml:"meta" json:"meta,omitempty"`
+	Context *RoleContext   `yaml:"context" json:"context,omitempty"`
+
+	schema *jsonschema.Schema
+}
+
+// RoleContext appends thread history to the prompt for agents that cannot
+// run commands.
+type RoleContext struct {
+	Last int `yaml:"last" json:"last"`
+}
+
+// Schema returns the compiled meta schema, or nil when the role has none.
+func (r *Role) Schema() *jsonschema.Schema { return r.schema }
+
+// Limits bound a thread.
+type Limits struct {
+	MaxSteps    int             `yaml:"max_steps" json:"max_steps"`
+	Claim       config.Duration `yaml:"claim" json:"claim,omitempty"`
+	MaxAttempts int             `yaml:"max_attempts" json:"max_attempts,omitempty"`
+	Idle        config.Duration `yaml:"idle" json:"idle,omitempty"`
+}
+
+// file is the YAML shape of a definition.
+type file struct {
+	Workflow    string           `yaml:"workflow"`
+	Description string           `yaml:"description"`
+	Binding     string           `yaml:"binding"`
+	Moderator   string           `yaml:"moderator"`
+	Inputs      map[string]Input `yaml:"inputs"`
+	Roles       map[string]*Role `yaml:"roles"`
+	Limits      Limits           `yaml:"limits"`
+}
+
+var (
+	nameRE     = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
+	inputTypes = []string{"string", "number", "integer", "boolean", "object", "array", "any"}
+)
+
+// LoadFile reads and checks the definition at path.
+func LoadFile(path string) (*Definition, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &config.FileError{File: path, Msg: strings.TrimPrefix(err.Error(), "open "+path+": ")}
+	}
+	return Parse(path, data, func(name string) ([]byte, error) {
+		return os.ReadFile(filepath.Join(filepath.Dir(path), name))
+	})
+}
+
+// Parse checks a definition. readFile resolves a moderator that names a
+// file beside the definition; nil means the moderator must be inline.
+// adapterKnown, when checking local roles, is applied by CheckAdapters.
+func Parse(path string, data []byte, readFile func(string) ([]byte, error)) (*Definition, error) {
+	var f file
+	lines, err := config.DecodeStrict(path, data, &f)
+	if err != nil {
+		return nil, err
+	}
+	var errs config.FileErrors
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, &config.FileError{File: path, Line: lines.Line(field), Field: field, Msg: fmt.Sprintf(format, a...)})
+	}
+	d := &Definition{
+		Name: f.Workflow, Description: f.Description, Binding: f.Binding,
+		Inputs: f.Inputs, Roles: f.Roles, Limits: f.Limits, File: path,
+	}
+	switch {
+	case d.Name == "":
+		bad("workflow", "is required: the workflow's name")
+	case !nameRE.MatchString(d.Name):
+		bad("workflow", "name %q: use lowercase letters, digits, '-', '_' and '.'", d.Name)
+	}
+	if d.Binding == "" {
+		d.Binding = BindingLocal
+	}
+	if d.Binding != BindingLocal && d.Binding != BindingCloud {
+		bad("binding", "unknown binding %q (want local or cloud)", d.Binding)
+	}
+	if len(d.Roles) == 0 {
+		bad("roles", "a workflow needs at least one role")
+	}
+	for _, name := range sortedKeys(d.Roles) {
+		r := d.Roles[name]
+		p := "roles." + name
+		if r == nil {
+			bad(p, "role %q is empty", name)
+			d.Roles[name] = &Role{}
+			continue
+		}
+		if strings.TrimSpace(r.Prompt) == "" {
+			bad(p+".prompt", "is required")
+		}
+		if d.Binding == BindingLocal && r.Adapter == "" {
+			bad(p+".adapter", "a local workflow's role needs an adapter")
+		}
+		if r.Context != nil && r.Context.Last < 0 {
+			bad(p+".context.last", "must not be negative")
+		}
+		if r.Meta != nil {
+			s, err := compileSchema(d.Name+"/"+name, r.Meta)
+			if err != nil {
+				bad(p+".meta", "not a valid JSON Schema: %s", oneLine(err.Error()))
+			}
+			r.schema = s
+		}
+	}
+	for _, name := range sortedKeys(d.Inputs) {
+		in := d.Inputs[name]
+		if in.Type == "" {
+			in.Type = "any"
+			d.Inputs[name] = in
+		}
+		if !contains(inputTypes, in.Type) {
+			bad("inputs."+name+".type", "unknown type %q (want one of %v)", in.Type, inputTypes)
+		}
+	}
+	if d.Limits.MaxSteps == 0 {
+		d.Limits.MaxSteps = DefaultMaxSteps
+	}
+	if d.Limits.MaxSteps < 0 {
+		bad("limits.max_steps", "must be positive")
+	}
+	if d.Limits.MaxAttempts == 0 {
+		d.Limits.MaxAttempts = 3
+	}
+	if d.Limits.Claim == 0 {
+		d.Limits.Claim = config.Duration(10 * time.Minute)
+	}
+	src, err := moderatorSource(f.Moderator, readFile)
+	if err != nil {
+		bad("moderator", "%s", err)
+	} else if m, err := CompileModerator(src); err != nil {
+		bad("moderator", "%s", err)
+	} else {
+		d.Moderator = m
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	d.Source, err = inlineModerator(data, src)
+	if err != nil {
+		return nil, &config.FileError{File: path, Msg: err.Error()}
+	}
+	return d, nil
+}
+
+// moderatorSource returns the JSONata text: the file the field names when
+// it looks like a file name, else the field itself.
+func moderatorSource(field string, readFile func(string) ([]byte, error)) (string, error) {
+	field = strings.TrimSpace(field)
+	if field == "" {
+		return "", fmt.Errorf("is required: a JSONata expression or a .jsonata file beside the definition")
+	}
+	if strings.HasSuffix(field, ".jsonata") && !strings.ContainsAny(field, "\n ()") {
+		if readFile == nil {
+			return "", fmt.Errorf("names file %q, but this definition has no directory to read it from", field)
+		}
+		b, err := readFile(field)
+		if err != nil {
+			return "", fmt.Errorf("read moderator file %q: %v", field, unwrapPathErr(err))
+		}
+		return string(b), nil
+	}
+	return field, nil
+}
+
+// CheckAdapters reports roles of a local workflow whose adapter does not
+// exist according to known.
+func (d *Definition) CheckAdapters(known func(string) bool) error {
+	if d.Binding != BindingLocal {
+		return nil
+	}
+	var errs config.FileErrors
+	for _, name := range sortedKeys(d.Roles) {
+		if a := d.Roles[name].Adapter; !known(a) {
+			errs = append(errs, &config.FileError{File: d.File, Field: "roles." + name + ".adapter",
+				Msg: fmt.Sprintf("unknown adapter %q (built in: claude, codex, gemini, cursor, hermes; others are defined under adapters: in nerve.yaml)", a)})
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+func compileSchema(id string, meta map[string]any) (*jsonschema.Schema, error) {
+	// Round-trip through JSON: YAML gives ints and the validator wants JSON numbers.
+	raw, err := json.Marshal(meta)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	url := "mem:///" + id + ".json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(url)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return strings.TrimSpace(s[:i]) + " " + strings.Join(strings.Fields(s[i:]), " ")
+	}
+	return s
+}
+
+func unwrapPathErr(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}

@@ -1,0 +1,176 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/recolabs/gnata"
+)
+
+// moderatorTimeout bounds one evaluation: a moderator is a pure function of
+// a small document and must not stall a thread.
+const moderatorTimeout = 2 * time.Second
+
+// Moderator is a compiled JSONata expression. It is compiled once per
+// definition and safe for concurrent use.
+type Moderator struct {
+	src  string
+	expr *gnata.Expression
+}
+
+// CompileModerator compiles a JSONata moderator.
+func CompileModerator(src string) (*Moderator, error) {
+	e, err := gnata.Compile(src)
+	if err != nil {
+		return nil, fmt.Errorf("does not compile: %s", oneLine(err.Error()))
+	}
+	return &Moderator{src: src, expr: e}, nil
+}
+
+// Source returns the JSONata text.
+func (m *Moderator) Source() string { return m.src }
+
+// Eval evaluates the moderator against state and returns its raw output.
+func (m *Moderator) Eval(ctx context.Context, s State) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, moderatorTimeout)
+	defer cancel()
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	// Evaluate over plain JSON values so the moderator sees exactly the
+	// documented shape (times as strings, absent fields as null).
+	doc, err := gnata.DecodeJSON(raw)
+	if err != nil {
+		return nil, err
+	}
+	return m.expr.Eval(ctx, doc)
+}
+
+// Decision is what the moderator decided, checked.
+type Decision struct {
+	Turns  []Turn // the next turns; several run in parallel
+	Done   bool
+	Result any
+	// HasResult tells a done without result from a result of null.
+	HasResult bool
+	Fail      string
+}
+
+// RoutingError is a thread failed by its moderator's own fault: an
+// evaluation error, output that is none of the documented shapes, a role
+// that does not exist, or too many steps.
+type RoutingError struct {
+	Workflow string
+	Reason   string
+}
+
+func (e *RoutingError) Error() string {
+	return fmt.Sprintf("workflow %s: moderator %s", e.Workflow, e.Reason)
+}
+
+// Route evaluates the moderator of d for the thread and checks its output
+// against the definition: roles exist, instructions are strings, max_steps
+// holds. A moderator that fails, or answers anything else, yields a
+// *RoutingError, which fails the thread.
+func Route(ctx context.Context, d *Definition, s State) (Decision, error) {
+	out, err := d.Moderator.Eval(ctx, s)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Decision{}, ctx.Err()
+		}
+		return Decision{}, &RoutingError{d.Name, "failed: " + oneLine(err.Error())}
+	}
+	dec, reason := decide(d, out)
+	if reason != "" {
+		return Decision{}, &RoutingError{d.Name, reason}
+	}
+	if n := len(dec.Turns); n > 0 && s.Step+n > d.Limits.MaxSteps {
+		return Decision{}, &RoutingError{d.Name, fmt.Sprintf("exceeded max_steps (%d): step %d asked for %d more turn(s)", d.Limits.MaxSteps, s.Step, n)}
+	}
+	for i := range dec.Turns {
+		dec.Turns[i].Step = s.Step + i + 1
+	}
+	return dec, nil
+}
+
+func decide(d *Definition, out any) (Decision, string) {
+	switch v := out.(type) {
+	case map[string]any:
+		if _, ok := v["done"]; ok {
+			if b, _ := v["done"].(bool); !b {
+				return Decision{}, fmt.Sprintf("returned done: %s; done must be true", short(v["done"]))
+			}
+			res, has := v["result"]
+			return Decision{Done: true, Result: res, HasResult: has}, ""
+		}
+		if f, ok := v["fail"]; ok {
+			s, _ := f.(string)
+			if strings.TrimSpace(s) == "" {
+				return Decision{}, fmt.Sprintf("returned fail: %s; fail must be a non-empty reason", short(f))
+			}
+			return Decision{Fail: s}, ""
+		}
+		t, why := turnOf(d, v)
+		if why != "" {
+			return Decision{}, why
+		}
+		return Decision{Turns: []Turn{t}}, ""
+	case []any:
+		if len(v) == 0 {
+			return Decision{}, "returned an empty array; return turns, done or fail"
+		}
+		dec := Decision{}
+		for i, item := range v {
+			obj, ok := item.(map[string]any)
+			if !ok {
+				return Decision{}, fmt.Sprintf("returned an array whose item %d is %s, not a turn", i, short(item))
+			}
+			t, why := turnOf(d, obj)
+			if why != "" {
+				return Decision{}, fmt.Sprintf("item %d: %s", i, why)
+			}
+			dec.Turns = append(dec.Turns, t)
+		}
+		return dec, ""
+	case nil:
+		return Decision{}, "returned nothing; return {role, instruction}, an array of them, {done: true} or {fail: reason}"
+	default:
+		return Decision{}, fmt.Sprintf("returned %s; want {role, instruction}, an array of them, {done: true} or {fail: reason}", short(out))
+	}
+}
+
+func turnOf(d *Definition, v map[string]any) (Turn, string) {
+	role, ok := v["role"].(string)
+	if !ok {
+		return Turn{}, fmt.Sprintf("returned %s: no role (want {role, instruction}, {done: true} or {fail: reason})", short(v))
+	}
+	if _, ok := d.Roles[role]; !ok {
+		return Turn{}, fmt.Sprintf("named role %q, which %s does not define (roles: %s)", role, d.Name, strings.Join(sortedKeys(d.Roles), ", "))
+	}
+	instr := ""
+	if x, ok := v["instruction"]; ok && x != nil {
+		s, ok := x.(string)
+		if !ok {
+			return Turn{}, fmt.Sprintf("gave role %q an instruction that is %s, not a string", role, short(x))
+		}
+		instr = s
+	}
+	return Turn{Role: role, Instruction: instr}, ""
+}
+
+// short renders a value for an error message.
+func short(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%v", v)
+	}
+	s := string(b)
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	return s
+}

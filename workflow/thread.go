@@ -1,0 +1,121 @@
+package workflow
+
+import (
+	"time"
+
+	"github.com/nerve-agents/nerve/adapter"
+)
+
+// Thread statuses.
+const (
+	StatusRunning   = "running"
+	StatusCompleted = "completed"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+)
+
+// Thread is one run of a workflow.
+type Thread struct {
+	ID       string         `json:"id"`
+	Workflow string         `json:"workflow"`
+	Status   string         `json:"status"`
+	Input    map[string]any `json:"input"`
+	// Step is the number of the last turn assigned.
+	Step int `json:"step"`
+	// Pending are the turns assigned and not yet answered: what a restart
+	// runs again.
+	Pending []Turn `json:"pending,omitempty"`
+	Result  any    `json:"result,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Workdir string `json:"workdir,omitempty"`
+	// Source is the definition the thread was started with, moderator
+	// inlined: a thread finishes under the rules it started with.
+	Source    []byte    `json:"source,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+}
+
+// Ended reports whether the thread has reached a final status.
+func (t *Thread) Ended() bool { return t.Status != StatusRunning }
+
+// Turn is one step the moderator assigned to a role.
+type Turn struct {
+	Step        int    `json:"step"`
+	Role        string `json:"role"`
+	Instruction string `json:"instruction"`
+}
+
+// Message is what a turn produced, in the shape the moderator sees.
+type Message struct {
+	Step        int            `json:"step"`
+	Role        string         `json:"role"`
+	Agent       string         `json:"agent"`
+	Content     string         `json:"content"`
+	Meta        any            `json:"meta"`
+	Error       *MessageError  `json:"error"`
+	At          time.Time      `json:"at"`
+	Instruction string         `json:"instruction,omitempty"`
+	Adapter     string         `json:"adapter,omitempty"`
+	Usage       *adapter.Usage `json:"usage,omitempty"`
+}
+
+// MessageError says why a turn's answer is not what was asked for. The
+// moderator sees it and decides what to do.
+type MessageError struct {
+	// Kind is "adapter" (the CLI failed), "timeout", or "extract" (the
+	// structured output did not match the role's meta schema).
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+// Event is one entry of a thread's trace.
+type Event struct {
+	Seq     uint64    `json:"seq"`
+	At      time.Time `json:"at"`
+	Type    string    `json:"type"`
+	Thread  string    `json:"thread"`
+	Step    int       `json:"step,omitempty"`
+	Role    string    `json:"role,omitempty"`
+	Agent   string    `json:"agent,omitempty"`
+	Adapter string    `json:"adapter,omitempty"`
+	Message string    `json:"message,omitempty"`
+	Status  string    `json:"status,omitempty"`
+}
+
+// Event types.
+const (
+	EventThreadStarted = "thread.started"
+	EventTurnStarted   = "turn.started"
+	EventTurnAnswered  = "turn.answered"
+	EventTurnFailed    = "turn.failed"
+	EventThreadEnded   = "thread.ended"
+	EventDetection     = "detection"
+	EventResumed       = "thread.resumed"
+)
+
+// State is the document the moderator is evaluated against.
+type State struct {
+	Workflow string         `json:"workflow"`
+	Thread   string         `json:"thread"`
+	Input    map[string]any `json:"input"`
+	Step     int            `json:"step"`
+	Messages []Message      `json:"messages"`
+	Last     *Message       `json:"last"`
+}
+
+// NewState builds the moderator's input from a thread and its messages
+// (in step order).
+func NewState(t *Thread, msgs []Message) State {
+	s := State{Workflow: t.Workflow, Thread: t.ID, Input: t.Input, Step: t.Step, Messages: msgs}
+	if s.Messages == nil {
+		s.Messages = []Message{}
+	}
+	if s.Input == nil {
+		s.Input = map[string]any{}
+	}
+	if len(msgs) > 0 {
+		s.Last = &msgs[len(msgs)-1]
+	}
+	return s
+}
