@@ -33,7 +33,10 @@ func Defaults(home string) *Config {
 	return &Config{
 		Agent:   Agent{Name: host, MaxConcurrentTurns: 2},
 		Remotes: map[string]Remote{},
-		Log:     Log{Level: "info", Format: "text"},
+		// The examples' deterministic agent: "nerve" in an exec command is
+		// the running nerve binary.
+		Adapters: map[string]Adapter{"example": {Type: "exec", Command: []string{"nerve", "example-agent"}}},
+		Log:      Log{Level: "info", Format: "text"},
 		Daemon: Daemon{
 			ShutdownGrace: Duration(10 * time.Second),
 			StallAfter:    Duration(60 * time.Second),

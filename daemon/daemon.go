@@ -143,4 +143,3 @@ func writePID(path string) error {
 	}
 	return os.Rename(tmp, path)
 }
-

@@ -40,6 +40,9 @@ func (r *runner) runTurn(ctx context.Context, t *workflow.Thread, d *workflow.De
 	if !ok {
 		return fail("adapter", "unknown adapter %q", role.Adapter)
 	}
+	if ac.Type == "exec" && len(ac.Command) > 0 && ac.Command[0] == "nerve" && r.d.opts.Executable != "" {
+		ac.Command = append([]string{r.d.opts.Executable}, ac.Command[1:]...)
+	}
 	ad, err := adapter.New(role.Adapter, ac)
 	if err != nil {
 		return fail("adapter", "%v", err)

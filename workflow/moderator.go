@@ -47,7 +47,12 @@ func (m *Moderator) Eval(ctx context.Context, s State) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m.expr.Eval(ctx, doc)
+	out, err := m.expr.Eval(ctx, doc)
+	if err != nil {
+		return nil, err
+	}
+	// Plain maps, slices and nil, whatever gnata uses inside.
+	return gnata.NormalizeValue(out), nil
 }
 
 // Decision is what the moderator decided, checked.

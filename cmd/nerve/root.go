@@ -18,6 +18,11 @@ func newCmdRoot(f *Factory) *cobra.Command {
 	})
 	root.AddCommand(
 		newCmdVersion(f),
+		newCmdValidate(f),
+		newCmdWorkflow(f),
+		newCmdThread(f),
+		newCmdDaemon(f),
+		newCmdExampleAgent(f),
 	)
 	return root
 }

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/daemon"
+)
+
+// daemonClient returns a client of this NERVE_HOME's daemon, starting the
+// daemon in the background (and saying so in one line) when none answers,
+// unless NERVE_NO_AUTOSTART=1.
+func (f *Factory) daemonClient(ctx context.Context) (*daemon.Client, error) {
+	home := config.Home(f.Getenv)
+	c := daemon.NewClient(config.Paths{Home: home}.Socket())
+	err := c.Ping(ctx)
+	if err == nil {
+		return c, nil
+	}
+	var nr *daemon.NotRunningError
+	if !errors.As(err, &nr) {
+		return nil, err
+	}
+	if f.Getenv("NERVE_NO_AUTOSTART") == "1" {
+		return nil, &daemonNotRunning{home: home}
+	}
+	args := []string{}
+	if f.configFile != "" {
+		args = append(args, "--config", f.configFile)
+	}
+	pid, err := daemon.Spawn(ctx, f.Executable, home, args...)
+	if err != nil {
+		return nil, fmt.Errorf("start the nerve daemon: %w", err)
+	}
+	fmt.Fprintf(f.IO.ErrOut, "nerve: started the daemon in the background (pid %d, NERVE_HOME=%s)\n", pid, home)
+	return c, nil
+}
+
+type daemonNotRunning struct{ home string }
+
+func (e *daemonNotRunning) Error() string {
+	return fmt.Sprintf("no nerve daemon is running for %s and NERVE_NO_AUTOSTART=1", e.home)
+}
+func (e *daemonNotRunning) ExitCode() int { return exitFailed }
+func (e *daemonNotRunning) Hint() string {
+	return "start one with 'nerve daemon start' or unset NERVE_NO_AUTOSTART"
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nerve-agents/nerve/adapter"
+	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/workflow"
+	"github.com/spf13/cobra"
+)
+
+// problem is one thing `nerve validate` found wrong.
+type problem struct {
+	File    string `json:"file"`
+	Line    int    `json:"line,omitempty"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+type validateReport struct {
+	OK        bool      `json:"ok"`
+	Config    string    `json:"config"`
+	Workflows []string  `json:"workflows"`
+	Problems  []problem `json:"problems"`
+}
+
+func newCmdValidate(f *Factory) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "validate",
+		Short: "Check nerve.yaml and every workflow definition, reporting all problems",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rep := validateAll(f)
+			if asJSON {
+				if err := json.NewEncoder(f.IO.Out).Encode(rep); err != nil {
+					return err
+				}
+			} else {
+				for _, p := range rep.Problems {
+					fmt.Fprintf(f.IO.Out, "✗ %s\n", (&config.FileError{File: p.File, Line: p.Line, Field: p.Field, Msg: p.Message}).Error())
+				}
+				if rep.OK {
+					fmt.Fprintf(f.IO.Out, "✓ %s and %d workflow(s) are valid\n", rep.Config, len(rep.Workflows))
+				}
+			}
+			if !rep.OK {
+				return &silentError{code: exitUsage}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
+	return cmd
+}
+
+func validateAll(f *Factory) validateReport {
+	rep := validateReport{Workflows: []string{}, Problems: []problem{}}
+	add := func(err error) {
+		var fes config.FileErrors
+		var fe *config.FileError
+		switch {
+		case errors.As(err, &fes):
+			for _, e := range fes {
+				rep.Problems = append(rep.Problems, problem{e.File, e.Line, e.Field, e.Msg})
+			}
+		case errors.As(err, &fe):
+			rep.Problems = append(rep.Problems, problem{fe.File, fe.Line, fe.Field, fe.Msg})
+		default:
+			rep.Problems = append(rep.Problems, problem{Message: err.Error()})
+		}
+	}
+	cfg, err := f.Config()
+	rep.Config = config.Paths{Home: config.Home(f.Getenv)}.Config()
+	if f.configFile != "" {
+		rep.Config = f.configFile
+	}
+	if err != nil {
+		add(err)
+		// Go on with defaults so workflow problems are reported too.
+		cfg = config.Defaults(config.Home(f.Getenv))
+		cfg.Workflows = []string{config.Paths{Home: cfg.Home}.Workflows()}
+	}
+	for name, ac := range cfg.Adapters {
+		if err := adapter.Validate(name, ac); err != nil {
+			add(&config.FileError{File: rep.Config, Field: "adapters." + name, Msg: err.Error()})
+		}
+	}
+	names := map[string]bool{}
+	for _, e := range workflow.Discover(cfg.Workflows) {
+		if e.Err != nil {
+			add(e.Err)
+			continue
+		}
+		names[e.Name] = true
+		rep.Workflows = append(rep.Workflows, e.Name)
+		if err := e.Def.CheckAdapters(cfg.HasAdapter); err != nil {
+			add(err)
+		}
+	}
+	for i, r := range cfg.Reflexes {
+		if r.Do == "workflow" && r.Workflow != "" && !names[r.Workflow] {
+			add(&config.FileError{File: rep.Config, Field: fmt.Sprintf("reflexes[%d].workflow", i), Msg: fmt.Sprintf("unknown workflow %q", r.Workflow)})
+		}
+	}
+	rep.OK = len(rep.Problems) == 0
+	return rep
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nerve-agents/nerve/workflow"
+	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+)
+
+func newCmdWorkflow(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "workflow",
+		Short: "List, run, follow and cancel workflows",
+	}
+	cmd.AddCommand(newCmdWorkflowList(f, nil), newCmdWorkflowRun(f, nil), newCmdWorkflowLogs(f, nil), newCmdWorkflowCancel(f))
+	return cmd
+}
+
+// localRef resolves a REF#THREAD argument for a local thread.
+func localRef(f *Factory, arg string, needThread bool) (workflow.Ref, error) {
+	ref, err := workflow.ParseRef(arg)
+	if err != nil {
+		return ref, err
+	}
+	if needThread && ref.Thread == "" {
+		return ref, usageErrorf("e.g. "+arg+"#thread-1; list threads with 'nerve workflow logs "+arg+"'", "%s names no thread", arg)
+	}
+	if ref.Remote != "" {
+		return ref, remoteUnsupported(f, ref.Remote)
+	}
+	return ref, nil
+}
+
+// remoteUnsupported explains a REMOTE/ ref this build cannot serve yet.
+func remoteUnsupported(f *Factory, remote string) error {
+	cfg, err := f.Config()
+	if err != nil {
+		return err
+	}
+	if _, ok := cfg.Remotes[remote]; !ok {
+		return usageErrorf("add it with 'nerve remote add "+remote+" URL' (or fix the ref)", "unknown remote %q", remote)
+	}
+	return usageErrorf("run the workflow locally for now", "remote workflows are not available in this build (remote %q)", remote)
+}
+
+// parseInputs merges --input-file (a JSON or YAML object) and --input
+// NAME=VALUE pairs (VALUE @path reads a file; later wins).
+func parseInputs(pairs []string, file string) (map[string]any, error) {
+	in := map[string]any{}
+	if file != "" {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			return nil, usageErrorf("", "read input file: %v", err)
+		}
+		if err := yaml.Unmarshal(raw, &in); err != nil {
+			return nil, usageErrorf("the file must hold one JSON or YAML object", "input file %s: %v", file, firstLine(err.Error()))
+		}
+		// YAML maps decode with any keys only when nested; normalise through JSON.
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, usageErrorf("", "input file %s: %v", file, err)
+		}
+		in = map[string]any{}
+		_ = json.Unmarshal(b, &in)
+	}
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, usageErrorf("write --input NAME=VALUE", "bad --input %q", p)
+		}
+		if strings.HasPrefix(v, "@") {
+			raw, err := os.ReadFile(v[1:])
+			if err != nil {
+				return nil, usageErrorf("", "--input %s: %v", k, err)
+			}
+			v = string(raw)
+		}
+		in[k] = v
+	}
+	return in, nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+// workflowDirs returns the configured definition directories.
+func workflowDirs(f *Factory) ([]string, error) {
+	cfg, err := f.Config()
+	if err != nil {
+		return nil, err
+	}
+	return cfg.Workflows, nil
+}
+
+func displayPath(p string) string {
+	if home, err := os.UserHomeDir(); err == nil && strings.HasPrefix(p, home+string(filepath.Separator)) {
+		return "~" + strings.TrimPrefix(p, home)
+	}
+	return p
+}

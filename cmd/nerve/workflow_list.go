@@ -1,0 +1,69 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/nerve-agents/nerve/workflow"
+	"github.com/spf13/cobra"
+)
+
+type workflowListOptions struct {
+	JSON bool
+}
+
+// listEntry is the stable --json shape of `workflow list`.
+type listEntry struct {
+	Ref         string `json:"ref"`
+	Name        string `json:"name"`
+	Remote      string `json:"remote"`
+	Binding     string `json:"binding"`
+	Description string `json:"description"`
+}
+
+func newCmdWorkflowList(f *Factory, runF func(*workflowListOptions) error) *cobra.Command {
+	opts := &workflowListOptions{}
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List workflows: local ones by name, then each remote's as REMOTE/NAME",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return workflowListRun(f, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print a JSON array")
+	return cmd
+}
+
+func workflowListRun(f *Factory, opts *workflowListOptions) error {
+	dirs, err := workflowDirs(f)
+	if err != nil {
+		return err
+	}
+	entries := workflow.Discover(dirs)
+	out := []listEntry{}
+	for _, e := range entries {
+		if e.Def == nil {
+			fmt.Fprintf(f.IO.ErrOut, "warning: %s\n", firstLine(e.Err.Error()))
+			continue
+		}
+		out = append(out, listEntry{Ref: e.Name, Name: e.Name, Binding: e.Def.Binding, Description: e.Def.Description})
+	}
+	if opts.JSON {
+		return json.NewEncoder(f.IO.Out).Encode(out)
+	}
+	if len(out) == 0 {
+		fmt.Fprintf(f.IO.ErrOut, "no workflows in %v\n", dirs)
+		return nil
+	}
+	tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
+	for _, e := range out {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Ref, e.Binding, e.Description)
+	}
+	return tw.Flush()
+}

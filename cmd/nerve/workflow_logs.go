@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nerve-agents/nerve/daemon"
+	"github.com/nerve-agents/nerve/workflow"
+	"github.com/spf13/cobra"
+)
+
+type workflowLogsOptions struct {
+	Ref    string
+	Follow bool
+	JSON   bool
+}
+
+func newCmdWorkflowLogs(f *Factory, runF func(*workflowLogsOptions) error) *cobra.Command {
+	opts := &workflowLogsOptions{}
+	cmd := &cobra.Command{
+		Use:   "logs REF[#THREAD]",
+		Short: "Show a thread's messages and events; without #THREAD, list the workflow's threads",
+		Example: `  nerve workflow logs code-review
+  nerve workflow logs code-review#thread-3 -f`,
+		Args: exactArgs(1, "name a workflow or a thread"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Ref = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return workflowLogsRun(cmd.Context(), f, opts)
+		},
+	}
+	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep following until the thread ends")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "one message object per line (threads: one thread per line)")
+	return cmd
+}
+
+func workflowLogsRun(ctx context.Context, f *Factory, opts *workflowLogsOptions) error {
+	ref, err := localRef(f, opts.Ref, false)
+	if err != nil {
+		return err
+	}
+	c, err := f.daemonClient(ctx)
+	if err != nil {
+		return err
+	}
+	if ref.Thread == "" {
+		return listThreads(ctx, f, c, ref, opts.JSON)
+	}
+	t, err := threadOf(ctx, c, ref)
+	if err != nil {
+		return err
+	}
+	msgs, err := c.Messages(ctx, t.ID, workflow.Filter{})
+	if err != nil {
+		return err
+	}
+	byStep := map[int]workflow.Message{}
+	for _, m := range msgs {
+		byStep[m.Step] = m
+	}
+	printed := map[int]bool{}
+	enc := json.NewEncoder(f.IO.Out)
+	show := func(e workflow.Event) error {
+		if e.Type != workflow.EventTurnAnswered && e.Type != workflow.EventTurnFailed {
+			if !opts.JSON {
+				printEvent(f, e)
+			}
+			return nil
+		}
+		m, ok := byStep[e.Step]
+		if !ok { // answered after we read the messages
+			got, err := c.Messages(ctx, t.ID, workflow.Filter{Step: e.Step})
+			if err != nil || len(got) == 0 {
+				return err
+			}
+			m = got[0]
+		}
+		if printed[m.Step] {
+			return nil
+		}
+		printed[m.Step] = true
+		if opts.JSON {
+			return enc.Encode(m)
+		}
+		printEvent(f, e)
+		printMessage(f, m)
+		return nil
+	}
+	if err := c.Events(ctx, t.ID, 0, opts.Follow, show); err != nil {
+		return err
+	}
+	if !opts.Follow || opts.JSON {
+		return nil
+	}
+	end, err := c.Thread(ctx, t.ID)
+	if err != nil {
+		return err
+	}
+	if end.Status != workflow.StatusCompleted {
+		return errSilentFail
+	}
+	return nil
+}
+
+// threadOf fetches the thread a ref names, checking it is of that workflow.
+func threadOf(ctx context.Context, c *daemon.Client, ref workflow.Ref) (*workflow.Thread, error) {
+	t, err := c.Thread(ctx, ref.Thread)
+	if err != nil {
+		return nil, err
+	}
+	if t.Workflow != ref.Workflow {
+		return nil, usageErrorf("its ref is "+t.Workflow+"#"+t.ID, "%s is a thread of %s, not of %s", t.ID, t.Workflow, ref.Workflow)
+	}
+	return t, nil
+}
+
+func listThreads(ctx context.Context, f *Factory, c *daemon.Client, ref workflow.Ref, asJSON bool) error {
+	ts, err := c.Threads(ctx, ref.Workflow, "", 0)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(f.IO.Out)
+		for _, t := range ts {
+			if err := enc.Encode(t); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(ts) == 0 {
+		fmt.Fprintf(f.IO.ErrOut, "no threads of %s yet; start one with 'nerve workflow run %s'\n", ref.Workflow, ref.Workflow)
+		return nil
+	}
+	tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "THREAD\tSTATUS\tSTEPS\tSTARTED\tERROR")
+	for _, t := range ts {
+		fmt.Fprintf(tw, "%s#%s\t%s\t%d\t%s\t%s\n", t.Workflow, t.ID, t.Status, t.Step, t.CreatedAt.Local().Format("2006-01-02 15:04:05"), firstLine(t.Error))
+	}
+	return tw.Flush()
+}
+
+func printEvent(f *Factory, e workflow.Event) {
+	at := e.At.Local().Format(time.TimeOnly)
+	switch e.Type {
+	case workflow.EventThreadStarted:
+		fmt.Fprintf(f.IO.Out, "%s  %s started\n", at, e.Thread)
+	case workflow.EventTurnStarted:
+		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  started (%s)\n", at, e.Step, e.Role, e.Adapter)
+	case workflow.EventTurnAnswered:
+		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  answered by %s (%s)\n", at, e.Step, e.Role, e.Agent, e.Adapter)
+	case workflow.EventTurnFailed:
+		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  failed: %s\n", at, e.Step, e.Role, e.Message)
+	case workflow.EventThreadEnded:
+		msg := ""
+		if e.Message != "" {
+			msg = ": " + e.Message
+		}
+		fmt.Fprintf(f.IO.Out, "%s  %s %s%s\n", at, e.Thread, e.Status, msg)
+	case workflow.EventDetection:
+		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  detection %s: %s\n", at, e.Step, e.Role, e.Status, e.Message)
+	default:
+		fmt.Fprintf(f.IO.Out, "%s  %s %s\n", at, e.Type, e.Message)
+	}
+}
+
+func printMessage(f *Factory, m workflow.Message) {
+	content := strings.TrimRight(m.Content, "\n")
+	if f.IO.IsTTY() && len(content) > 4000 {
+		content = content[:4000] + "\n[... trimmed; --json shows all]"
+	}
+	for _, l := range strings.Split(content, "\n") {
+		fmt.Fprintf(f.IO.Out, "    %s\n", l)
+	}
+	if m.Error != nil {
+		fmt.Fprintf(f.IO.Out, "    error (%s): %s\n", m.Error.Kind, m.Error.Message)
+	}
+}

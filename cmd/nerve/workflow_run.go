@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/nerve-agents/nerve/daemon"
+	"github.com/nerve-agents/nerve/workflow"
+	"github.com/spf13/cobra"
+)
+
+type workflowRunOptions struct {
+	Ref       string
+	Inputs    []string
+	InputFile string
+	Detach    bool
+	JSON      bool
+	Workdir   string
+}
+
+// runResult is the stable --json shape of `workflow run`.
+type runResult struct {
+	Thread string `json:"thread"`
+	Status string `json:"status"`
+	Result any    `json:"result"`
+	Error  string `json:"error,omitempty"`
+}
+
+func newCmdWorkflowRun(f *Factory, runF func(*workflowRunOptions) error) *cobra.Command {
+	opts := &workflowRunOptions{}
+	cmd := &cobra.Command{
+		Use:   "run REF | FILE.yaml",
+		Short: "Start a thread of a workflow and follow it to its end",
+		Long: `Start a thread of a workflow. REF is a workflow name found in the configured
+workflow directories, or a definition file (ending in .yaml).
+
+Attached (the default) it shows each turn live and exits 0 when the thread
+completes, 1 when it fails or is cancelled. With --detach it prints the
+thread's ref and returns; the daemon carries on.`,
+		Example: `  nerve workflow run code-review --input change=@change.diff
+  nerve workflow run ./examples/code-review.yaml --input change="Add retries" --detach`,
+		Args: exactArgs(1, "name the workflow to run"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Ref = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return workflowRunRun(cmd.Context(), f, opts)
+		},
+	}
+	cmd.Flags().StringArrayVarP(&opts.Inputs, "input", "i", nil, "an input as NAME=VALUE (VALUE @FILE reads a file); repeatable")
+	cmd.Flags().StringVar(&opts.InputFile, "input-file", "", "inputs as one JSON or YAML object")
+	cmd.Flags().BoolVarP(&opts.Detach, "detach", "d", false, "print the thread's ref and return")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the outcome as JSON")
+	cmd.Flags().StringVar(&opts.Workdir, "workdir", "", "where the agents work (default: the current directory)")
+	return cmd
+}
+
+func workflowRunRun(ctx context.Context, f *Factory, opts *workflowRunOptions) error {
+	req := daemon.StartRequest{Workdir: opts.Workdir}
+	if workflow.IsFileRef(opts.Ref) {
+		if _, err := os.Stat(opts.Ref); err != nil {
+			return usageErrorf("", "workflow file %s: %v", opts.Ref, errors.Unwrap(err))
+		}
+		req.File = opts.Ref
+	} else {
+		ref, err := localRef(f, opts.Ref, false)
+		if err != nil {
+			return err
+		}
+		if ref.Thread != "" {
+			return usageErrorf("to follow a thread use 'nerve workflow logs "+opts.Ref+" -f'", "%s names a thread; run takes a workflow", opts.Ref)
+		}
+		req.Workflow = ref.Workflow
+	}
+	if req.Workdir == "" {
+		req.Workdir, _ = os.Getwd()
+	}
+	in, err := parseInputs(opts.Inputs, opts.InputFile)
+	if err != nil {
+		return err
+	}
+	req.Input = in
+	if _, err := f.Config(); err != nil {
+		return err
+	}
+	c, err := f.daemonClient(ctx)
+	if err != nil {
+		return err
+	}
+	t, err := c.Start(ctx, req)
+	if err != nil {
+		return err
+	}
+	ref := workflow.Ref{Workflow: t.Workflow, Thread: t.ID}.String()
+	if opts.Detach {
+		if opts.JSON {
+			return json.NewEncoder(f.IO.Out).Encode(runResult{Thread: ref, Status: t.Status})
+		}
+		fmt.Fprintln(f.IO.Out, ref)
+		return nil
+	}
+	if !opts.JSON {
+		fmt.Fprintf(f.IO.ErrOut, "%s started; follow it elsewhere with 'nerve workflow logs %s -f'\n", ref, ref)
+	}
+	p := newProgress(f.IO, ref)
+	err = c.Events(ctx, t.ID, 0, true, func(e workflow.Event) error {
+		if !opts.JSON {
+			p.Event(e)
+		}
+		return nil
+	})
+	p.Close()
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintf(f.IO.ErrOut, "stopped following; %s goes on in the daemon ('nerve workflow cancel %s' stops it)\n", ref, ref)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	end, err := c.Thread(ctx, t.ID)
+	if err != nil {
+		return err
+	}
+	return printOutcome(f, ref, end, opts.JSON)
+}
+
+// printOutcome prints how a thread ended and returns the exit status.
+func printOutcome(f *Factory, ref string, t *workflow.Thread, asJSON bool) error {
+	if asJSON {
+		if err := json.NewEncoder(f.IO.Out).Encode(runResult{Thread: ref, Status: t.Status, Result: t.Result, Error: t.Error}); err != nil {
+			return err
+		}
+	} else {
+		switch t.Status {
+		case workflow.StatusCompleted:
+			fmt.Fprintf(f.IO.ErrOut, "%s completed after %d steps\n", ref, t.Step)
+			fmt.Fprintln(f.IO.Out, renderResult(t.Result))
+		case workflow.StatusRunning:
+			fmt.Fprintf(f.IO.ErrOut, "%s is still running (the daemon stopped following it)\n", ref)
+		default:
+			fmt.Fprintf(f.IO.ErrOut, "%s %s: %s\n", ref, t.Status, t.Error)
+		}
+	}
+	if t.Status != workflow.StatusCompleted {
+		return errSilentFail
+	}
+	return nil
+}
+
+func renderResult(v any) string {
+	if s, ok := v.(string); ok {
+		return strings.TrimRight(s, "\n")
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// exactArgs is cobra.ExactArgs with a usage error that says what is missing.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageErrorf("see '"+cmd.CommandPath()+" --help'", "%s takes %d argument(s), got %d: %s", cmd.CommandPath(), n, len(args), what)
+		}
+		return nil
+	}
+}
