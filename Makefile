@@ -1,0 +1,28 @@
+# The two set-up commands of the README: `make demo` and `make test`.
+GO ?= go
+DEMO_HOME ?= $(CURDIR)/.nerve-demo
+
+.PHONY: build demo test bench vet fmt-check
+
+build:
+	$(GO) build -o bin/nerve ./cmd/nerve
+
+# Runs the code-review example through a daemon on the embedded defaults
+# (bbolt in a NERVE_HOME inside the checkout, the built-in example agent),
+# then stops that daemon.
+demo: build
+	@NERVE_HOME=$(DEMO_HOME) bin/nerve workflow run examples/code-review.yaml \
+		--input change="Retry failed uploads with exponential backoff"; \
+	status=$$?; NERVE_HOME=$(DEMO_HOME) bin/nerve daemon stop >/dev/null; exit $$status
+
+test:
+	$(GO) test -race -count=1 ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 200x ./...
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -1,0 +1,11 @@
+// Package nerve holds what the binary embeds from the repository's top
+// level: the commented example configuration.
+package nerve
+
+import _ "embed"
+
+// ExampleConfig is nerve.yaml.example: what `nerve init` writes and what a
+// test proves still loads.
+//
+//go:embed nerve.yaml.example
+var ExampleConfig []byte
