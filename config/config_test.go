@@ -1,0 +1,166 @@
+package config_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	nerve "github.com/nerve-agents/nerve"
+	"github.com/nerve-agents/nerve/config"
+)
+
+func load(t *testing.T, yaml string, env map[string]string) (*config.Config, error) {
+	t.Helper()
+	home := t.TempDir()
+	if yaml != "" {
+		if err := os.WriteFile(filepath.Join(home, "nerve.yaml"), []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	getenv := func(k string) string {
+		if k == "NERVE_HOME" {
+			return home
+		}
+		return env[k]
+	}
+	return config.Load(config.LoadOptions{Getenv: getenv})
+}
+
+func TestDefaultsWithoutFile(t *testing.T) {
+	cfg, err := load(t, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Agent.MaxConcurrentTurns != 2 || cfg.Log.Level != "info" || cfg.File != "" {
+		t.Fatalf("unexpected defaults: %+v", cfg)
+	}
+	if len(cfg.Workflows) != 1 || !strings.HasSuffix(cfg.Workflows[0], "workflows") {
+		t.Fatalf("workflows dir = %v", cfg.Workflows)
+	}
+	if !cfg.HasAdapter("example") || !cfg.HasAdapter("claude") || cfg.HasAdapter("nope") {
+		t.Fatal("adapter lookup wrong")
+	}
+}
+
+func TestExampleConfigLoads(t *testing.T) {
+	cfg, err := load(t, string(nerve.ExampleConfig), nil)
+	if err != nil {
+		t.Fatalf("nerve.yaml.example does not load: %v", err)
+	}
+	if cfg.Agent.Name != "laptop-1" || cfg.Adapters["claude-fast"].Timeout.D() != 2*time.Minute {
+		t.Fatalf("example parsed wrong: %+v", cfg.Agent)
+	}
+	if cfg.Extract == nil || cfg.Extract.Model != "qwen-plus" || len(cfg.Reflexes) != 2 {
+		t.Fatal("example sections missing")
+	}
+	if !cfg.HasAdapter("example") {
+		t.Fatal("a file's adapters must add to the built-in ones, not replace them")
+	}
+}
+
+func TestEnvOverridesFile(t *testing.T) {
+	cfg, err := load(t, "agent: {name: from-file}\nlog: {level: warn}\n", map[string]string{
+		"NERVE_AGENT_NAME": "from-env", "NERVE_AGENT_MAX_CONCURRENT_TURNS": "5",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Agent.Name != "from-env" || cfg.Agent.MaxConcurrentTurns != 5 || cfg.Log.Level != "warn" {
+		t.Fatalf("layering wrong: %+v %+v", cfg.Agent, cfg.Log)
+	}
+}
+
+// Each bad file must name the file, the line and the field.
+func TestBadFiles(t *testing.T) {
+	cases := []struct {
+		name, yaml, want string
+		line             int
+	}{
+		{"syntax", "agent:\n\tname: a\n", "invalid YAML", 2},
+		{"unknown top key", "agent: {name: a}\nremotez: {}\n", `unknown key "remotez" (did you mean "remotes"?)`, 2},
+		{"unknown nested key", "adapters:\n  claude:\n    timout: 5m\n", `adapters.claude.timout: unknown key "timout" (did you mean "timeout"?)`, 3},
+		{"wrong type", "agent:\n  max_concurrent_turns: lots\n", "agent.max_concurrent_turns", 2},
+		{"bad duration", "adapters:\n  claude:\n    timeout: forever\n", `"forever" is not a duration`, 3},
+		{"zero capacity", "agent:\n  max_concurrent_turns: 0\n", "agent.max_concurrent_turns: must be at least 1", 2},
+		{"unknown adapter type", "adapters:\n  x:\n    type: clod\n", `unknown adapter type "clod"`, 3},
+		{"custom adapter without type", "adapters:\n  mybot:\n    command: [x]\n", "needs a type", 2},
+		{"exec without command", "adapters:\n  bot:\n    type: exec\n", "an exec adapter needs a command", 2},
+		{"bad permissions", "adapters:\n  claude:\n    permissions: root\n", `unknown posture "root"`, 3},
+		{"bad remote url", "remotes:\n  origin:\n    url: ftp://x\n", `is not an http(s) URL`, 3},
+		{"sense unknown kind", "senses:\n  - name: s\n    kind: telepathy\n", `unknown kind "telepathy"`, 3},
+		{"khala sense unknown remote", "senses:\n  - name: s\n    kind: khala\n    remote: origin\n", `unknown remote "origin"`, 4},
+		{"reflex unknown sense", "reflexes:\n  - on: nothing\n    do: turn\n    adapter: claude\n", `unknown sense "nothing"`, 2},
+		{"reflex unknown adapter", "senses:\n  - {name: t, kind: interval, every: 1m}\nreflexes:\n  - on: t\n    do: turn\n    adapter: nope\n", `unknown adapter "nope"`, 6},
+		{"bad log level", "log:\n  level: loud\n", `unknown level "loud"`, 2},
+		{"extract without model", "extract:\n  base_url: http://127.0.0.1:1/v1\n", "extract.model: is required", 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, tc.yaml, nil)
+			if err == nil {
+				t.Fatal("loaded a bad file")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not contain %q", err, tc.want)
+			}
+			if !strings.Contains(err.Error(), "nerve.yaml:") {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			var fe *config.FileError
+			var fes config.FileErrors
+			line := 0
+			if errors.As(err, &fes) {
+				line = fes[0].Line
+			} else if errors.As(err, &fe) {
+				line = fe.Line
+			}
+			if line != tc.line {
+				t.Fatalf("error %q: line %d, want %d", err, line, tc.line)
+			}
+			var ec interface{ ExitCode() int }
+			if !errors.As(err, &ec) || ec.ExitCode() != 2 {
+				t.Fatal("a config error must exit 2")
+			}
+		})
+	}
+}
+
+func TestAllProblemsInOneRun(t *testing.T) {
+	_, err := load(t, "agent:\n  max_concurrent_turns: 0\nlog:\n  level: loud\n", nil)
+	var fes config.FileErrors
+	if !errors.As(err, &fes) || len(fes) != 2 {
+		t.Fatalf("want 2 problems, got %v", err)
+	}
+}
+
+func TestExplicitMissingFile(t *testing.T) {
+	_, err := config.Load(config.LoadOptions{File: filepath.Join(t.TempDir(), "nope.yaml"), Getenv: func(string) string { return "" }})
+	if err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("want a missing-file error, got %v", err)
+	}
+}
+
+func TestWatchSeesRenameIntoPlace(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "nerve.yaml")
+	os.WriteFile(file, []byte("agent: {name: a}\n"), 0o600)
+	changed := make(chan struct{}, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go config.Watch(ctx, file, func() { changed <- struct{}{} })
+	time.Sleep(100 * time.Millisecond) // let the watcher start
+	tmp := filepath.Join(dir, ".nerve.yaml.tmp")
+	os.WriteFile(tmp, []byte("agent: {name: b}\n"), 0o600)
+	if err := os.Rename(tmp, file); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no change seen after an editor-style rename")
+	}
+}
