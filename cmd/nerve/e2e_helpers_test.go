@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// nerveBin is the real nerve binary, built once by TestMain (with -race
+// when the tests run with it), so end-to-end tests start real daemons and
+// real adapter processes.
+var nerveBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "nerve-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	nerveBin = filepath.Join(dir, "nerve")
+	args := []string{"build", "-o", nerveBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, ".")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build nerve:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// env is one agent's world: a NERVE_HOME (short, for the socket path) and
+// a workflows directory.
+type env struct {
+	t     *testing.T
+	home  string
+	extra []string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	home, err := os.MkdirTemp("", "nh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, home: home}
+	os.MkdirAll(filepath.Join(home, "workflows"), 0o700)
+	t.Cleanup(func() {
+		e.stopDaemon()
+		os.RemoveAll(home)
+	})
+	return e
+}
+
+// stopDaemon stops this home's daemon however it is: gracefully, then by
+// force, so no test leaves a process behind.
+func (e *env) stopDaemon() {
+	pid := e.daemonPID()
+	if pid == 0 {
+		return
+	}
+	e.run("daemon", "stop", "--timeout", "20s")
+	if syscall.Kill(pid, 0) == nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+func (e *env) daemonPID() int {
+	b, err := os.ReadFile(filepath.Join(e.home, "nerve.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+func (e *env) write(name, content string) string {
+	e.t.Helper()
+	path := filepath.Join(e.home, name)
+	os.MkdirAll(filepath.Dir(path), 0o700)
+	if err := os.WriteFile(path, []byte(content), 0o700); err != nil {
+		e.t.Fatal(err)
+	}
+	return path
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+}
+
+func (e *env) run(args ...string) result {
+	return e.runCtx(context.Background(), args...)
+}
+
+func (e *env) runCtx(ctx context.Context, args ...string) result {
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, nerveBin, args...)
+	cmd.Env = append(os.Environ(), "NERVE_HOME="+e.home)
+	cmd.Env = append(cmd.Env, e.extra...)
+	cmd.Dir = e.home
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatalf("run nerve %v: %v", args, err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+// must runs nerve and fails the test unless it exits with code.
+func (e *env) must(code int, args ...string) result {
+	e.t.Helper()
+	r := e.run(args...)
+	if r.code != code {
+		e.t.Fatalf("nerve %s: want exit %d, got %s", strings.Join(args, " "), code, r)
+	}
+	if strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "panic:") {
+		e.t.Fatalf("nerve %s printed a stack trace:\n%s", strings.Join(args, " "), r.stderr)
+	}
+	return r
+}
+
+type runJSON struct {
+	Thread string `json:"thread"`
+	Status string `json:"status"`
+	Result any    `json:"result"`
+	Error  string `json:"error"`
+}
+
+func decodeRun(t *testing.T, r result) runJSON {
+	t.Helper()
+	var out runJSON
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, r)
+	}
+	return out
+}
+
+// waitFor polls cond (for at most 20s) — for waiting on other processes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// processesWith lists pids whose command line contains marker.
+func processesWith(marker string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, d := range entries {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(marker)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// repoFile is a file of the repository (examples).
+func repoFile(t *testing.T, rel string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "..", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
