@@ -28,6 +28,10 @@ type Request struct {
 	// OnOutput, when set, is called (from one goroutine) for each line the
 	// CLI prints on stdout; the daemon uses it for stall detection.
 	OnOutput func(line []byte)
+	// OnStart, when set, is called with the CLI's pid (its process group
+	// id) once it runs, so the daemon can kill a group left behind by a
+	// crash of its own.
+	OnStart func(pid int)
 }
 
 // Result is what a successful turn produced.

@@ -95,6 +95,7 @@ func Run(ctx context.Context, opts Options) error {
 	go func() { serveErr <- srv.Serve(ln) }()
 	logger.Info("daemon started", "pid", os.Getpid(), "home", paths.Home, "version", opts.Version)
 
+	d.runner.killStaleProcs()
 	d.runner.resumeAll()
 	if opts.Load != nil {
 		go d.watchConfig(ctx)

@@ -47,8 +47,9 @@ func (r *runner) start(d *workflow.Definition, input map[string]any, workdir str
 	if err := r.d.store.CreateThread(t); err != nil {
 		return nil, err
 	}
+	created := *t // the engine owns t from here on
 	r.launch(d, t)
-	return t, nil
+	return &created, nil
 }
 
 var errShuttingDown = errors.New("the daemon is shutting down")

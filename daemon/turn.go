@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -73,6 +74,8 @@ func (r *runner) runTurn(ctx context.Context, t *workflow.Thread, d *workflow.De
 	var lastOutput atomic.Int64
 	lastOutput.Store(time.Now().UnixNano())
 	req.OnOutput = func([]byte) { lastOutput.Store(time.Now().UnixNano()) }
+	req.OnStart = func(pid int) { r.recordProc(t.ID, turn.Step, pid) }
+	defer r.forgetProc(t.ID, turn.Step)
 
 	active := ActiveTurn{Thread: t.ID, Step: turn.Step, Role: turn.Role, Adapter: role.Adapter, StartedAt: time.Now().UTC()}
 	r.setActive(active, true)
@@ -84,6 +87,13 @@ func (r *runner) runTurn(ctx context.Context, t *workflow.Thread, d *workflow.De
 		return workflow.Message{}
 	}
 	if err != nil {
+		var ae *adapter.Error
+		if errors.As(err, &ae) && ae.Usage != nil {
+			msg.Usage = ae.Usage // tokens spent on a failed turn still count
+		}
+		if errors.Is(err, adapter.ErrTimeout) {
+			return fail("timeout", "%v", err)
+		}
 		return fail("adapter", "%v", err)
 	}
 	msg.Content, msg.Usage = res.Content, &res.Usage

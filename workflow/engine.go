@@ -167,15 +167,7 @@ func (e *Engine) route(ctx context.Context, d *Definition, t *Thread, msgs []Mes
 	case dec.Fail != "":
 		u = e.end(t, StatusFailed, nil, dec.Fail)
 	case dec.Done:
-		result := dec.Result
-		if !dec.HasResult && len(msgs) > 0 {
-			last := msgs[len(msgs)-1]
-			result = last.Meta
-			if result == nil {
-				result = last.Content
-			}
-		}
-		u = e.end(t, StatusCompleted, result, "")
+		u = e.end(t, StatusCompleted, dec.ResultFor(msgs), "")
 	default:
 		// The assigned turns are on disk before any of them starts, so a
 		// crash resumes exactly these.
@@ -197,7 +189,7 @@ func (e *Engine) route(ctx context.Context, d *Definition, t *Thread, msgs []Mes
 func (e *Engine) answered(t *Thread, m Message) Event {
 	ev := Event{Type: EventTurnAnswered, Thread: t.ID, Step: m.Step, Role: m.Role, Agent: m.Agent, Adapter: m.Adapter, At: e.now()}
 	if m.Error != nil {
-		ev.Type, ev.Message = EventTurnFailed, m.Error.Kind+": "+m.Error.Message
+		ev.Type, ev.Message = EventTurnFailed, m.Error.Message
 	}
 	return ev
 }

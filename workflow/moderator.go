@@ -65,6 +65,19 @@ type Decision struct {
 	Fail      string
 }
 
+// ResultFor is a done thread's result: the moderator's result, else the
+// last message's meta, else its content. msgs are in step order.
+func (d Decision) ResultFor(msgs []Message) any {
+	if d.HasResult || len(msgs) == 0 {
+		return d.Result
+	}
+	last := msgs[len(msgs)-1]
+	if last.Meta != nil {
+		return last.Meta
+	}
+	return last.Content
+}
+
 // RoutingError is a thread failed by its moderator's own fault: an
 // evaluation error, output that is none of the documented shapes, a role
 // that does not exist, or too many steps.

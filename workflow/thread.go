@@ -81,6 +81,11 @@ type Event struct {
 	Adapter string    `json:"adapter,omitempty"`
 	Message string    `json:"message,omitempty"`
 	Status  string    `json:"status,omitempty"`
+	// Turn, Claim and Attempt trace a turn of a Khala queue through its
+	// leases: which lease an agent held when it acted.
+	Turn    string `json:"turn,omitempty"`
+	Claim   string `json:"claim,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
 }
 
 // Event types.

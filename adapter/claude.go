@@ -1,0 +1,196 @@
+package adapter
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Claude Code (checked against 2.1.330, see testdata/FLAGS.md):
+//
+//	claude -p --output-format stream-json --verbose [--model M] [args…] POSTURE -- PROMPT
+//
+// -p is a boolean (--print) and the prompt is the positional argument; it
+// goes after "--" so a prompt starting with "-" is not read as a flag and
+// the variadic --allowedTools cannot swallow it.
+
+// claudeQueryTools are the commands an agent may run in the workspace and
+// read-only postures: nerve's own context queries, nothing else.
+var claudeQueryTools = []string{"Bash(nerve thread messages:*)", "Bash(nerve knowledge query:*)"}
+
+// claudeReadTools are Claude Code's read-only tools, allowed explicitly in
+// the read-only posture (dontAsk denies everything not listed).
+var claudeReadTools = []string{"Read", "Grep", "Glob"}
+
+// claudeEnv turns off everything but the model traffic: telemetry, error
+// reporting, feature flags, update checks.
+var claudeEnv = []string{
+	"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+	"DISABLE_AUTOUPDATER=1",
+	"DISABLE_TELEMETRY=1",
+	"DISABLE_ERROR_REPORTING=1",
+}
+
+func claudePosture(perm string) (args, env []string) {
+	switch perm {
+	case PermFull:
+		args = []string{"--permission-mode", "bypassPermissions"}
+		// Claude refuses bypassPermissions as root unless told the machine
+		// is a sandbox, which is exactly what "full" asserts.
+		if os.Geteuid() == 0 {
+			env = []string{"IS_SANDBOX=1"}
+		}
+	case PermReadOnly:
+		args = append([]string{"--permission-mode", "dontAsk", "--permission-prompts", "none", "--allowedTools"},
+			append(append([]string(nil), claudeReadTools...), claudeQueryTools...)...)
+	default:
+		args = append([]string{"--permission-mode", "acceptEdits", "--permission-prompts", "none", "--allowedTools"},
+			claudeQueryTools...)
+	}
+	return args, env
+}
+
+func buildClaude(a *cliAdapter, req Request) (*invocation, error) {
+	args := []string{"-p", "--output-format", "stream-json", "--verbose"}
+	if a.cfg.Model != "" {
+		args = append(args, "--model", a.cfg.Model)
+	}
+	args = append(args, a.cfg.Args...)
+	posture, env := claudePosture(a.info.Permissions)
+	args = append(args, posture...)
+	inv := &invocation{env: append(append([]string(nil), claudeEnv...), env...), parser: &claudeParser{}}
+	if len(req.Prompt) > maxArgBytes {
+		// -p with no prompt argument reads the prompt from stdin.
+		inv.stdin = &req.Prompt
+	} else {
+		args = append(args, "--", req.Prompt)
+	}
+	inv.args = args
+	return inv, nil
+}
+
+// claudeEvent is the union of the stream-json events nerve reads. Cursor's
+// stream-json mirrors it, so cursor.go reuses it.
+type claudeEvent struct {
+	Type      string `json:"type"`
+	Subtype   string `json:"subtype"`
+	SessionID string `json:"session_id"`
+	Model     string `json:"model"`
+	Message   struct {
+		Model   string          `json:"model"`
+		Content json.RawMessage `json:"content"`
+	} `json:"message"`
+	// result
+	IsError        bool    `json:"is_error"`
+	Result         string  `json:"result"`
+	TotalCostUSD   float64 `json:"total_cost_usd"`
+	APIErrorStatus *int    `json:"api_error_status"`
+	Usage          *struct {
+		InputTokens              int64 `json:"input_tokens"`
+		OutputTokens             int64 `json:"output_tokens"`
+		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+		CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	} `json:"usage"`
+	ModelUsage map[string]json.RawMessage `json:"modelUsage"`
+}
+
+// claudeBlock is one item of a message's content.
+type claudeBlock struct {
+	Type    string `json:"type"`
+	Text    string `json:"text"`
+	IsError bool   `json:"is_error"`
+}
+
+func (ev *claudeEvent) blocks() []claudeBlock {
+	var bs []claudeBlock
+	if len(ev.Message.Content) > 0 && ev.Message.Content[0] == '[' {
+		_ = json.Unmarshal(ev.Message.Content, &bs) // a string content has no blocks
+	}
+	return bs
+}
+
+// claudeParser reads Claude Code's stream-json. The turn succeeded only
+// when the last result event says is_error false: an API error arrives as
+// subtype "success" with is_error true.
+type claudeParser struct {
+	u      Usage
+	result *claudeEvent
+}
+
+func (p *claudeParser) line(line []byte, _ bool) {
+	var ev claudeEvent
+	if !jsonLine(line, &ev) {
+		return
+	}
+	if ev.SessionID != "" {
+		p.u.SessionID = ev.SessionID
+	}
+	switch ev.Type {
+	case "system":
+		if ev.Subtype == "init" && ev.Model != "" {
+			p.u.Model = ev.Model
+		}
+	case "assistant":
+		if m := ev.Message.Model; m != "" && m != "<synthetic>" && p.u.Model == "" {
+			p.u.Model = m
+		}
+	case "user":
+		for _, b := range ev.blocks() {
+			if b.Type == "tool_result" && b.IsError {
+				p.u.ToolErrors++
+			}
+		}
+	case "result":
+		p.result = &ev
+		if ev.Usage != nil {
+			// Cache writes are input the model processed; cache reads are
+			// counted apart because they are billed apart.
+			p.u.InputTokens = ev.Usage.InputTokens + ev.Usage.CacheCreationInputTokens
+			p.u.OutputTokens = ev.Usage.OutputTokens
+			p.u.CachedTokens = ev.Usage.CacheReadInputTokens
+		}
+		p.u.CostUSD = ev.TotalCostUSD
+		if p.u.Model == "" {
+			for m := range ev.ModelUsage {
+				p.u.Model = m
+				break
+			}
+		}
+	}
+}
+
+func (p *claudeParser) finish(o outcome) (string, bool, string) {
+	r := p.result
+	if r == nil {
+		return "", false, noResult("result", o.lastOut)
+	}
+	if r.IsError || (r.Subtype != "" && r.Subtype != "success") {
+		return "", false, claudeFailure(r)
+	}
+	var t textBuf
+	t.WriteString(r.Result)
+	return t.String(), t.truncated, ""
+}
+
+func claudeFailure(r *claudeEvent) string {
+	msg := strings.TrimSpace(r.Result)
+	if msg == "" {
+		msg = "result " + r.Subtype
+	}
+	if r.APIErrorStatus != nil {
+		msg = fmt.Sprintf("%s (api status %d)", msg, *r.APIErrorStatus)
+	}
+	return firstLine(msg, 500)
+}
+
+func (p *claudeParser) usage() Usage { return p.u }
+
+// firstLine keeps an error message to one line of at most max bytes.
+func firstLine(s string, max int) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > max {
+		s = validUTF8Prefix(s[:max]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,165 @@
+package adapter
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Gemini CLI (checked against 0.61.0, see testdata/FLAGS.md):
+//
+//	gemini --prompt=PROMPT --output-format stream-json --skip-trust [-m M] [args…] POSTURE
+//
+// --prompt=… is -p in its long form, joined so that a prompt starting with
+// "-" stays a value. --skip-trust: a folder that is new to Gemini is
+// untrusted, and headless Gemini then exits 55 without a word on stdout.
+
+// geminiQueryPrefixes are the shell commands the policy file allows.
+var geminiQueryPrefixes = []string{"nerve thread messages", "nerve knowledge query"}
+
+// geminiPolicy is the --policy file of the workspace and read-only
+// postures: auto_edit does not offer the shell tool headless and plan mode
+// removes it, so this allows it for exactly nerve's query commands.
+// Everything else stays ask_user, which headless means deny.
+func geminiPolicy() string {
+	quoted := make([]string, len(geminiQueryPrefixes))
+	for i, p := range geminiQueryPrefixes {
+		quoted[i] = fmt.Sprintf("%q", p)
+	}
+	return "# Written by nerve for one turn.\n" +
+		"[[rule]]\n" +
+		"toolName = \"run_shell_command\"\n" +
+		"commandPrefix = [" + strings.Join(quoted, ", ") + "]\n" +
+		"decision = \"allow\"\n" +
+		"priority = 900\n"
+}
+
+func buildGemini(a *cliAdapter, req Request) (*invocation, error) {
+	inv := &invocation{parser: &geminiParser{}}
+	prompt := req.Prompt
+	if len(prompt) > maxArgBytes {
+		// Gemini reads stdin and appends the -p text to it.
+		inv.stdin, prompt = &req.Prompt, " "
+	}
+	args := []string{"--prompt=" + prompt, "--output-format", "stream-json", "--skip-trust"}
+	if a.cfg.Model != "" {
+		args = append(args, "-m", a.cfg.Model)
+	}
+	args = append(args, a.cfg.Args...)
+	// Usage statistics and auto-update are settings-only in Gemini, and it
+	// ignores a system-defaults file that is not owned by root, so only
+	// telemetry can be turned off from here.
+	inv.env = []string{"GEMINI_TELEMETRY_ENABLED=false"}
+	if a.info.Permissions == PermFull {
+		inv.args = append(args, "--yolo")
+		return inv, nil
+	}
+	dir, err := os.MkdirTemp("", "nerve-gemini-")
+	if err != nil {
+		return nil, fmt.Errorf("create gemini policy dir: %w", err)
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	p := filepath.Join(dir, "nerve-policy.toml")
+	if err := os.WriteFile(p, []byte(geminiPolicy()), 0o600); err != nil {
+		cleanup()
+		return nil, fmt.Errorf("write gemini policy: %w", err)
+	}
+	// Plan mode takes the shell tool away entirely; the policy gives it
+	// back for the query commands only, so read-only can still use them.
+	mode := "auto_edit"
+	if a.info.Permissions == PermReadOnly {
+		mode = "plan"
+	}
+	inv.args = append(args, "--approval-mode", mode, "--policy", p)
+	inv.cleanup = cleanup
+	return inv, nil
+}
+
+type geminiEvent struct {
+	Type      string `json:"type"`
+	SessionID string `json:"session_id"`
+	Model     string `json:"model"`
+	Role      string `json:"role"`
+	Content   string `json:"content"`
+	Status    string `json:"status"`
+	Message   string `json:"message"`
+	Error     *struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+	Stats *struct {
+		InputTokens  int64 `json:"input_tokens"`
+		OutputTokens int64 `json:"output_tokens"`
+		Cached       int64 `json:"cached"`
+		Models       map[string]struct {
+			TotalTokens int64 `json:"total_tokens"`
+		} `json:"models"`
+	} `json:"stats"`
+}
+
+// geminiParser reads Gemini's stream-json: the answer is the assistant
+// deltas concatenated; only a final result with status success counts.
+// SIGTERM makes Gemini exit 0 with no result, so the exit code is ignored.
+type geminiParser struct {
+	u         Usage
+	text      textBuf
+	result    *geminiEvent
+	lastError string
+}
+
+func (p *geminiParser) line(line []byte, _ bool) {
+	var ev geminiEvent
+	if !jsonLine(line, &ev) {
+		return
+	}
+	switch ev.Type {
+	case "init":
+		p.u.SessionID = ev.SessionID
+		if ev.Model != "auto" {
+			p.u.Model = ev.Model
+		}
+	case "message":
+		if ev.Role == "assistant" {
+			p.text.WriteString(ev.Content)
+		}
+	case "tool_result":
+		if ev.Status != "success" {
+			p.u.ToolErrors++
+		}
+	case "error":
+		p.lastError = ev.Message
+	case "result":
+		p.result = &ev
+		if s := ev.Stats; s != nil {
+			p.u.InputTokens, p.u.OutputTokens, p.u.CachedTokens = s.InputTokens, s.OutputTokens, s.Cached
+			// With model "auto" a small router model runs too; the model
+			// that answered is the one that used the most tokens.
+			var best int64 = -1
+			for m, st := range s.Models {
+				if st.TotalTokens > best || (st.TotalTokens == best && m < p.u.Model) {
+					best, p.u.Model = st.TotalTokens, m
+				}
+			}
+		}
+	}
+}
+
+func (p *geminiParser) finish(o outcome) (string, bool, string) {
+	r := p.result
+	switch {
+	case r == nil && p.lastError != "":
+		return "", false, "no result event; last error: " + firstLine(p.lastError, 500)
+	case r == nil:
+		return "", false, noResult("result", o.lastOut)
+	case r.Status != "success":
+		msg := "result status " + r.Status
+		if r.Error != nil && r.Error.Message != "" {
+			msg = r.Error.Message
+		}
+		return "", false, firstLine(msg, 500)
+	}
+	return p.text.String(), p.text.truncated, ""
+}
+
+func (p *geminiParser) usage() Usage { return p.u }

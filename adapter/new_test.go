@@ -1,0 +1,179 @@
+package adapter
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nerve-agents/nerve/config"
+)
+
+func TestTypesAndBuiltin(t *testing.T) {
+	want := []string{"claude", "codex", "gemini", "cursor", "hermes", "exec"}
+	if got := Types(); !slices.Equal(got, want) {
+		t.Fatalf("Types() = %v, want %v", got, want)
+	}
+	Types()[0] = "mutated"
+	if Types()[0] != "claude" {
+		t.Fatal("Types() returned its own slice")
+	}
+	for _, n := range want {
+		if !Builtin(n) {
+			t.Errorf("Builtin(%q) = false", n)
+		}
+	}
+	for _, n := range []string{"", "claude-fast", "cursor-agent", "Claude"} {
+		if Builtin(n) {
+			t.Errorf("Builtin(%q) = true", n)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		c       config.Adapter
+		wantErr string // empty: valid
+	}{
+		{"claude", config.Adapter{}, ""},
+		{"claude-fast", config.Adapter{Type: "claude", Model: "claude-sonnet-4", Permissions: "full"}, ""},
+		{"reviewer-bot", config.Adapter{Type: "exec", Command: []string{"./bin/review", "--json"}}, ""},
+		{"codex", config.Adapter{Permissions: "read-only"}, ""},
+		{"claude-fast", config.Adapter{}, `adapter "claude-fast": no type`},
+		{"bot", config.Adapter{Type: "copilot"}, `adapter "bot": unknown type "copilot"`},
+		{"exec", config.Adapter{}, `adapter "exec": type exec needs a command`},
+		{"x", config.Adapter{Type: "exec", Command: []string{""}}, "needs a command"},
+		{"claude", config.Adapter{Permissions: "yolo"}, `adapter "claude": unknown permissions "yolo"`},
+		{"claude", config.Adapter{Command: []string{"x"}}, "command is only for type exec"},
+		{"claude", config.Adapter{Env: map[string]string{"A=B": "c"}}, "bad env variable name"},
+		{"", config.Adapter{Type: "claude"}, "empty name"},
+	}
+	for _, tt := range tests {
+		err := Validate(tt.name, tt.c)
+		_, newErr := New(tt.name, tt.c)
+		if (err == nil) != (newErr == nil) {
+			t.Errorf("%s: Validate and New disagree: %v vs %v", tt.name, err, newErr)
+		}
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("Validate(%q, %+v) = %v, want nil", tt.name, tt.c, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("Validate(%q, %+v) = %v, want error containing %q", tt.name, tt.c, err, tt.wantErr)
+		}
+	}
+}
+
+func TestInspectDefaults(t *testing.T) {
+	tests := []struct {
+		name string
+		c    config.Adapter
+		want Info
+	}{
+		{"claude", config.Adapter{}, Info{Name: "claude", Type: "claude", Binary: "claude", Permissions: "workspace", Timeout: 30 * time.Minute}},
+		{"cursor", config.Adapter{}, Info{Name: "cursor", Type: "cursor", Binary: "cursor-agent", Permissions: "workspace", Timeout: 30 * time.Minute}},
+		{"fast", config.Adapter{Type: "gemini", Model: "m", Timeout: config.Duration(2 * time.Minute), Binary: "/opt/gemini"},
+			Info{Name: "fast", Type: "gemini", Binary: "/opt/gemini", Permissions: "workspace", Timeout: 2 * time.Minute, Model: "m"}},
+		{"bot", config.Adapter{Type: "exec", Command: []string{"./review"}, Permissions: "full"},
+			Info{Name: "bot", Type: "exec", Binary: "./review", Permissions: "full", Timeout: 10 * time.Minute}},
+	}
+	for _, tt := range tests {
+		got, err := Inspect(tt.name, tt.c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tt.want {
+			t.Errorf("Inspect(%q) = %+v, want %+v", tt.name, got, tt.want)
+		}
+		a, err := New(tt.name, tt.c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Name() != tt.name || a.Type() != tt.want.Type {
+			t.Errorf("New(%q): Name %q Type %q", tt.name, a.Name(), a.Type())
+		}
+	}
+}
+
+// TestArgv pins each CLI's command line per posture: these are the flags
+// checked against the real CLIs' --help (testdata/FLAGS.md).
+func TestArgv(t *testing.T) {
+	q := []string{"Bash(nerve thread messages:*)", "Bash(nerve knowledge query:*)"}
+	tests := []struct {
+		name string
+		c    config.Adapter
+		want []string // "<policy>" matches the gemini policy file path
+	}{
+		{"claude", config.Adapter{}, append(append([]string{"-p", "--output-format", "stream-json", "--verbose",
+			"--permission-mode", "acceptEdits", "--permission-prompts", "none", "--allowedTools"}, q...), "--", "PROMPT")},
+		{"claude", config.Adapter{Permissions: "read-only", Model: "opus", Args: []string{"--max-budget-usd", "1"}},
+			append(append([]string{"-p", "--output-format", "stream-json", "--verbose", "--model", "opus", "--max-budget-usd", "1",
+				"--permission-mode", "dontAsk", "--permission-prompts", "none", "--allowedTools", "Read", "Grep", "Glob"}, q...), "--", "PROMPT")},
+		{"claude", config.Adapter{Permissions: "full"}, []string{"-p", "--output-format", "stream-json", "--verbose",
+			"--permission-mode", "bypassPermissions", "--", "PROMPT"}},
+		{"codex", config.Adapter{Model: "gpt-5.5"}, []string{"exec", "--json", "--skip-git-repo-check", "-m", "gpt-5.5",
+			"-c", "check_for_update_on_startup=false", "-c", "analytics.enabled=false", "-c", "feedback.enabled=false", "-c", "features.in_app_updates=false",
+			"--sandbox", "workspace-write", "-c", "allow_login_shell=false", "--", "PROMPT"}},
+		{"codex", config.Adapter{Permissions: "read-only"}, []string{"exec", "--json", "--skip-git-repo-check",
+			"-c", "check_for_update_on_startup=false", "-c", "analytics.enabled=false", "-c", "feedback.enabled=false", "-c", "features.in_app_updates=false",
+			"--sandbox", "read-only", "-c", "allow_login_shell=false", "--", "PROMPT"}},
+		{"codex", config.Adapter{Permissions: "full"}, []string{"exec", "--json", "--skip-git-repo-check",
+			"-c", "check_for_update_on_startup=false", "-c", "analytics.enabled=false", "-c", "feedback.enabled=false", "-c", "features.in_app_updates=false",
+			"--dangerously-bypass-approvals-and-sandbox", "-c", "allow_login_shell=false", "--", "PROMPT"}},
+		{"gemini", config.Adapter{Model: "gemini-3.8-flash"}, []string{"--prompt=PROMPT", "--output-format", "stream-json", "--skip-trust",
+			"-m", "gemini-3.8-flash", "--approval-mode", "auto_edit", "--policy", "<policy>"}},
+		{"gemini", config.Adapter{Permissions: "read-only"}, []string{"--prompt=PROMPT", "--output-format", "stream-json", "--skip-trust",
+			"--approval-mode", "plan", "--policy", "<policy>"}},
+		{"gemini", config.Adapter{Permissions: "full"}, []string{"--prompt=PROMPT", "--output-format", "stream-json", "--skip-trust", "--yolo"}},
+		{"cursor", config.Adapter{}, []string{"-p", "--output-format", "stream-json", "--trust", "--", "PROMPT"}},
+		{"cursor", config.Adapter{Permissions: "read-only", Model: "sonnet-4"}, []string{"-p", "--output-format", "stream-json", "--trust",
+			"--model", "sonnet-4", "--mode", "ask", "--", "PROMPT"}},
+		{"cursor", config.Adapter{Permissions: "full"}, []string{"-p", "--output-format", "stream-json", "--trust", "--force", "--", "PROMPT"}},
+		{"hermes", config.Adapter{Model: "m"}, []string{"chat", "-q", "PROMPT", "-Q", "--model", "m"}},
+		{"hermes", config.Adapter{Permissions: "full"}, []string{"chat", "-q", "PROMPT", "-Q", "--yolo"}},
+		{"exec", config.Adapter{Command: []string{"review", "--json"}, Args: []string{"--fast"}}, []string{"--json", "--fast"}},
+		{"exec", config.Adapter{Command: []string{"review", "--prompt={{prompt}}", "{{prompt}}"}}, []string{"--prompt=PROMPT", "PROMPT"}},
+	}
+	for _, tt := range tests {
+		a, err := New(tt.name, tt.c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ca := a.(*cliAdapter)
+		inv, err := ca.build(ca, Request{Prompt: "PROMPT"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := slices.Clone(inv.args)
+		for i, arg := range got {
+			if i > 0 && got[i-1] == "--policy" {
+				b, err := os.ReadFile(arg)
+				if err != nil {
+					t.Fatalf("gemini policy file: %v", err)
+				}
+				for _, want := range []string{`toolName = "run_shell_command"`, `"nerve thread messages"`, `"nerve knowledge query"`, `decision = "allow"`} {
+					if !strings.Contains(string(b), want) {
+						t.Errorf("gemini policy lacks %s:\n%s", want, b)
+					}
+				}
+				got[i] = "<policy>"
+			}
+		}
+		if inv.cleanup != nil {
+			inv.cleanup()
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s %+v argv:\n got %q\nwant %q", tt.name, tt.c, got, tt.want)
+		}
+	}
+}
+
+func TestArgvPromptLikeAFlag(t *testing.T) {
+	a, _ := New("hermes", config.Adapter{})
+	ca := a.(*cliAdapter)
+	inv, _ := ca.build(ca, Request{Prompt: "- list the files"})
+	if want := []string{"chat", "--query=- list the files", "-Q"}; !slices.Equal(inv.args, want) {
+		t.Errorf("hermes argv %q, want %q", inv.args, want)
+	}
+}

@@ -1,0 +1,343 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nerve-agents/nerve/config"
+)
+
+// Process timing. Variables, not constants, so tests of this package can
+// shorten them; nothing else changes them.
+var (
+	// killGrace is how long a process group has between SIGTERM and
+	// SIGKILL: the CLIs exit at once on SIGTERM, so a short grace is enough.
+	killGrace = 3 * time.Second
+	// pipeDrain is how long stdout and stderr may stay open after the group
+	// was killed (only a process that left the group can hold them).
+	pipeDrain = 2 * time.Second
+)
+
+// maxArgBytes is the longest single argument execve accepts on Linux
+// (MAX_ARG_STRLEN, 32 pages, less the terminating NUL). Adapters that can
+// read the prompt from stdin do so when it is longer.
+const maxArgBytes = 128<<10 - 1
+
+// invocation is one turn's command line, as an adapter type builds it.
+type invocation struct {
+	args    []string // after the binary
+	env     []string // the adapter's own variables (quiet, posture)
+	stdin   *string  // nil: /dev/null
+	parser  parser
+	cleanup func() // removes temp files; may be nil
+}
+
+// parser turns a CLI's stdout into a Result. It sees every line (from one
+// goroutine) and then decides, from the CLI's own final event, whether the
+// turn succeeded.
+type parser interface {
+	line(line []byte, cut bool)
+	// finish returns the content, or a non-empty failure reason.
+	finish(o outcome) (content string, truncated bool, reason string)
+	usage() Usage
+}
+
+// outcome is what the runner knows when the CLI has exited.
+type outcome struct {
+	exit     int      // exit code, -1 when killed by a signal
+	lastOut  []string // the last few stdout lines, bounded
+	lastErrs []string // the stderr tail
+}
+
+// cliAdapter is every built-in type: they differ only in how they build
+// the invocation and parse the output.
+type cliAdapter struct {
+	info  Info
+	cfg   config.Adapter
+	build func(a *cliAdapter, req Request) (*invocation, error)
+}
+
+func (a *cliAdapter) Name() string { return a.info.Name }
+func (a *cliAdapter) Type() string { return a.info.Type }
+
+func (a *cliAdapter) fail(reason string, err error) *Error {
+	return &Error{Adapter: a.info.Name, ExitStatus: -1, Reason: reason, Err: err}
+}
+
+// Run runs one turn; see Adapter.Run.
+func (a *cliAdapter) Run(ctx context.Context, req Request) (*Result, error) {
+	start := time.Now()
+	if req.Workdir != "" {
+		st, err := os.Stat(req.Workdir)
+		if err != nil {
+			return nil, a.fail(fmt.Sprintf("workdir %s does not exist", req.Workdir), ErrWorkdir)
+		}
+		if !st.IsDir() {
+			return nil, a.fail(fmt.Sprintf("workdir %s is not a directory", req.Workdir), ErrWorkdir)
+		}
+	}
+	inv, err := a.build(a, req)
+	if err != nil {
+		return nil, a.fail(err.Error(), err)
+	}
+	if inv.cleanup != nil {
+		defer inv.cleanup()
+	}
+	for _, arg := range inv.args {
+		if len(arg) > maxArgBytes {
+			return nil, a.fail(fmt.Sprintf("an argument of %d bytes (the prompt?) is longer than Linux allows on a command line (128 KiB)", len(arg)), nil)
+		}
+	}
+	env := mergeEnv(os.Environ(), inv.env, sortedEnv(a.cfg.Env), req.Env)
+	path, err := lookPath(a.info.Binary, envValue(env, "PATH"), req.Workdir)
+	if err != nil {
+		e := a.fail(err.Error(), ErrNotFound)
+		e.Hint = fmt.Sprintf("install %s, or set adapters.%s.binary in nerve.yaml", a.info.Binary, a.info.Name)
+		return nil, e
+	}
+	return a.execute(ctx, req, inv, path, env, start)
+}
+
+// execute runs the built command line to its end and judges the outcome.
+func (a *cliAdapter) execute(ctx context.Context, req Request, inv *invocation, path string, env []string, start time.Time) (*Result, error) {
+	runCtx, cancel := context.WithTimeoutCause(ctx, a.info.Timeout, ErrTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(runCtx, path, inv.args...)
+	cmd.Args[0] = a.info.Binary
+	cmd.Dir = req.Workdir
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Timeout and cancel terminate the whole group; WaitDelay then bounds
+	// the grace before os/exec kills the leader, and the SIGKILL to the
+	// group after Wait takes whatever is left, so no grandchild outlives
+	// its turn.
+	var killed atomic.Bool
+	cmd.Cancel = func() error {
+		killed.Store(true)
+		return signalGroup(cmd.Process.Pid, syscall.SIGTERM)
+	}
+	cmd.WaitDelay = killGrace
+
+	// nerve owns the pipes (rather than cmd.StdoutPipe) so that it can
+	// finish reading after the leader exits and stop reading when a process
+	// that escaped the group keeps them open.
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		return nil, a.fail("create stdout pipe: "+err.Error(), err)
+	}
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		stdoutR.Close()
+		stdoutW.Close()
+		return nil, a.fail("create stderr pipe: "+err.Error(), err)
+	}
+	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
+	var stdinR, stdinW *os.File
+	if inv.stdin != nil {
+		if stdinR, stdinW, err = os.Pipe(); err != nil {
+			closeAll(stdoutR, stdoutW, stderrR, stderrW)
+			return nil, a.fail("create stdin pipe: "+err.Error(), err)
+		}
+		cmd.Stdin = stdinR
+	}
+	if err := cmd.Start(); err != nil {
+		closeAll(stdoutR, stdoutW, stderrR, stderrW, stdinR, stdinW)
+		if ctx.Err() != nil {
+			return nil, a.fail("cancelled", context.Cause(ctx))
+		}
+		return nil, a.fail("start "+a.info.Binary+": "+err.Error(), err)
+	}
+	if req.OnStart != nil {
+		req.OnStart(cmd.Process.Pid) // the pid is also the group id
+	}
+	// The child has its copies; holding ours would keep the pipes open
+	// after it exits.
+	closeAll(stdoutW, stderrW, stdinR)
+	if stdinW != nil {
+		go func() {
+			// Errors are expected when the command does not read its
+			// input; the exit status says what the command made of it.
+			_, _ = io.WriteString(stdinW, *inv.stdin)
+			stdinW.Close()
+		}()
+	}
+
+	lastOut := newTail(lastOutputLines, lastOutputBytes)
+	errTail := newTail(stderrTailLines, stderrLineBytes)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		readLines(stdoutR, maxLineBytes, func(line []byte, cut bool) {
+			lastOut.add(line)
+			if req.OnOutput != nil {
+				req.OnOutput(line)
+			}
+			inv.parser.line(line, cut)
+		})
+	}()
+	go func() {
+		defer wg.Done()
+		readLines(stderrR, maxLineBytes, func(line []byte, _ bool) { errTail.add(line) })
+	}()
+
+	waitErr := cmd.Wait()
+	// The leader is gone; take the rest of its group with it.
+	_ = signalGroup(cmd.Process.Pid, syscall.SIGKILL)
+	drainPipes(&wg, pipeDrain, stdoutR, stderrR, stdinW)
+
+	o := outcome{exit: -1, lastOut: lastOut.get(), lastErrs: errTail.get()}
+	e := &Error{Adapter: a.info.Name, ExitStatus: -1, StderrTail: o.lastErrs}
+	if ps := cmd.ProcessState; ps != nil {
+		o.exit = ps.ExitCode()
+		e.ExitStatus = o.exit
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			e.Signal = "signal " + ws.Signal().String()
+		}
+	} else if waitErr != nil {
+		e.Reason, e.Err = "wait: "+waitErr.Error(), waitErr
+		return nil, e
+	}
+	usage := inv.parser.usage()
+	usage.DurationMS = time.Since(start).Milliseconds()
+	if usage.Model == "" {
+		usage.Model = a.cfg.Model
+	}
+	if killed.Load() {
+		e.Usage = &usage
+		if cause := context.Cause(runCtx); errors.Is(cause, ErrTimeout) {
+			e.Reason, e.Err = fmt.Sprintf("timed out after %s", a.info.Timeout), ErrTimeout
+		} else {
+			e.Reason, e.Err = "cancelled", cause
+		}
+		return nil, e
+	}
+	content, truncated, reason := inv.parser.finish(o)
+	if reason != "" {
+		e.Reason, e.Usage = reason, &usage
+		return nil, e
+	}
+	return &Result{Content: content, Usage: usage, Truncated: truncated}, nil
+}
+
+// signalGroup signals the process group led by pid. ESRCH (the group is
+// already empty) is not an error.
+func signalGroup(pid int, sig syscall.Signal) error {
+	if err := syscall.Kill(-pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	return nil
+}
+
+// drainPipes waits for the readers to reach EOF; a process that left the
+// group may still hold the pipes, so after d the read ends are closed,
+// which ends the readers at once.
+func drainPipes(wg *sync.WaitGroup, d time.Duration, files ...*os.File) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
+	closeAll(files...)
+	<-done
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// mergeEnv concatenates environment lists, later lists overriding earlier
+// ones, keeping one entry per name in first-seen order.
+func mergeEnv(lists ...[]string) []string {
+	idx := map[string]int{}
+	var out []string
+	for _, l := range lists {
+		for _, kv := range l {
+			k, _, _ := strings.Cut(kv, "=")
+			if i, ok := idx[k]; ok {
+				out[i] = kv
+				continue
+			}
+			idx[k] = len(out)
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func sortedEnv(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// lookPath finds name the way the child's own shell would: on the child's
+// PATH (which Request.Env may have changed), or relative to its workdir
+// when name contains a slash.
+func lookPath(name, pathEnv, dir string) (string, error) {
+	if strings.Contains(name, "/") {
+		p := name
+		if !filepath.IsAbs(p) && dir != "" {
+			p = filepath.Join(dir, p)
+		}
+		if err := executable(p); err != nil {
+			return "", fmt.Errorf("%q not found: %v", name, err)
+		}
+		return p, nil
+	}
+	for _, d := range filepath.SplitList(pathEnv) {
+		if d == "" {
+			d = "."
+		}
+		p := filepath.Join(d, name)
+		if !filepath.IsAbs(p) && dir != "" {
+			p = filepath.Join(dir, p)
+		}
+		if executable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%q not found on PATH", name)
+}
+
+func executable(p string) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if st.IsDir() {
+		return fmt.Errorf("is a directory")
+	}
+	if st.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("not executable")
+	}
+	return nil
+}
