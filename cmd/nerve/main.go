@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -36,6 +37,10 @@ func Main(args []string, io *IOStreams) int {
 	var se *silentError
 	if errors.As(err, &se) {
 		return se.code
+	}
+	if strings.HasPrefix(err.Error(), "unknown command") {
+		// cobra's own error for a mistyped subcommand
+		err = usageErrorf("see 'nerve --help'", "%s", err.Error())
 	}
 	printError(io, err)
 	return exitCodeOf(err)

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// badEnv is one NERVE_HOME holding the bad and good things the cases name.
+func badEnv(t *testing.T) *env {
+	e := newEnv(t)
+	td := repoFile(t, "adapter/testdata")
+	// Fake agent CLIs that print the real CLIs' captured streams.
+	e.write("bin/claude-api-error", fmt.Sprintf("#!/bin/sh\ncat %s/claude-api-error.jsonl\nexit 0\n", td))
+	e.write("bin/claude-malformed", fmt.Sprintf("#!/bin/sh\ncat %s/malformed.jsonl\n", td))
+	e.write("bin/claude-ok", fmt.Sprintf("#!/bin/sh\ncat %s/claude-success.jsonl\n", td))
+	e.write("nerve.yaml", fmt.Sprintf(`adapters:
+  claude-error: {type: claude, binary: %[1]s/bin/claude-api-error}
+  claude-junk: {type: claude, binary: %[1]s/bin/claude-malformed}
+  claude-ok: {type: claude, binary: %[1]s/bin/claude-ok}
+  missing: {type: codex, binary: /nonexistent/codex}
+  hang: {type: exec, command: [sleep, "300"], timeout: 1s}
+  flood: {type: exec, command: [sh, -c, "head -c 300000000 /dev/zero | tr '\\0' x; echo"]}
+daemon: {shutdown_grace: 1s}
+`, e.home))
+	one := func(name, adapter, extra string) {
+		e.write(name+".yaml", fmt.Sprintf(`workflow: %s
+moderator: 'last = null ? {"role": "r"} : last.error ? {"fail": last.error.message} : {"done": true}'
+roles:
+  r: {adapter: %s, prompt: go%s}
+`, name, adapter, extra))
+	}
+	one("api-error", "claude-error", "")
+	one("junk", "claude-junk", "")
+	one("ok", "claude-ok", "")
+	one("missing", "missing", "")
+	one("hang", "hang", "")
+	one("flood", "flood", "")
+	one("unknown-adapter", "nosuch", "")
+	e.write("garbage.yaml", "workflow: garbage\nmoderator: '\"next please\"'\nroles:\n  r: {adapter: example, prompt: go}\n")
+	e.write("nocompile.yaml", "workflow: nocompile\nmoderator: '{\"role\": '\nroles:\n  r: {adapter: example, prompt: go}\n")
+	e.write("badschema.yaml", "workflow: badschema\nmoderator: '{\"done\": true}'\nroles:\n  r: {adapter: example, prompt: go, meta: {type: objekt}}\n")
+	e.write("unknownkey.yaml", "workflow: unknownkey\nmoderator: '{\"done\": true}'\nretries: 2\nroles:\n  r: {adapter: example, prompt: go}\n")
+	e.write("malformed.yaml", "workflow: [\n")
+	e.write("cloud.yaml", "workflow: cloudy\nbinding: cloud\nmoderator: '{\"done\": true}'\nroles:\n  r: {prompt: go}\n")
+	return e
+}
+
+func TestE2EBadInput(t *testing.T) {
+	e := badEnv(t)
+	h := e.home
+	review := repoFile(t, "examples/code-review.yaml")
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{"unknown flag", []string{"workflow", "run", review, "--colour"}, 2, "unknown flag: --colour"},
+		{"run without ref", []string{"workflow", "run"}, 2, "takes 1 argument"},
+		{"bad ref", []string{"workflow", "run", "Bad Name!"}, 2, `bad ref "Bad Name!"`},
+		{"bad thread ref", []string{"workflow", "logs", "code-review#12"}, 2, "not of the form thread-N"},
+		{"unknown workflow", []string{"workflow", "run", "no-such-workflow"}, 2, `unknown workflow "no-such-workflow"`},
+		{"unknown remote", []string{"workflow", "run", "upstream/code-review"}, 2, `unknown remote "upstream"`},
+		{"run a thread ref", []string{"workflow", "run", "code-review#thread-1"}, 2, "names a thread"},
+		{"missing workflow file", []string{"workflow", "run", h + "/nope.yaml"}, 2, "no such file"},
+		{"malformed workflow yaml", []string{"workflow", "run", h + "/malformed.yaml"}, 2, "malformed.yaml:1: invalid YAML"},
+		{"unknown key in workflow", []string{"workflow", "run", h + "/unknownkey.yaml"}, 2, `unknownkey.yaml:3: retries: unknown key "retries"`},
+		{"moderator does not compile", []string{"workflow", "run", h + "/nocompile.yaml"}, 2, "moderator: does not compile"},
+		{"invalid meta schema", []string{"workflow", "run", h + "/badschema.yaml"}, 2, "roles.r.meta: not a valid JSON Schema"},
+		{"unknown adapter", []string{"workflow", "run", h + "/unknown-adapter.yaml"}, 2, `unknown adapter "nosuch"`},
+		{"cloud workflow run locally", []string{"workflow", "run", h + "/cloud.yaml"}, 2, "has binding cloud"},
+		{"missing required input", []string{"workflow", "run", review}, 2, `input "change" is required`},
+		{"wrong input type", []string{"workflow", "run", review, "-i", "change=x", "-i", "max_rounds=lots"}, 2, `input "max_rounds" must be of type integer`},
+		{"undeclared input", []string{"workflow", "run", review, "-i", "change=x", "-i", "colour=red"}, 2, `input "colour" is not declared`},
+		{"input without =", []string{"workflow", "run", review, "-i", "change"}, 2, `bad --input "change"`},
+		{"missing input file", []string{"workflow", "run", review, "--input-file", h + "/none.json"}, 2, "read input file"},
+		{"input file not an object", []string{"workflow", "run", review, "--input-file", h + "/malformed.yaml"}, 2, "input file"},
+		{"workdir does not exist", []string{"workflow", "run", review, "-i", "change=x", "--workdir", h + "/gone"}, 2, "workdir " + h + "/gone does not exist"},
+		{"moderator returns garbage", []string{"workflow", "run", h + "/garbage.yaml"}, 1, `moderator returned "next please"`},
+		{"missing agent binary", []string{"workflow", "run", h + "/missing.yaml"}, 1, "/nonexistent/codex"},
+		{"exit 0 with an error event", []string{"workflow", "run", h + "/api-error.yaml"}, 1, "API Error: 500"},
+		{"malformed JSON output", []string{"workflow", "run", h + "/junk.yaml"}, 1, "no result event"},
+		{"adapter that hangs", []string{"workflow", "run", h + "/hang.yaml"}, 1, "timed out after 1s"},
+		{"unknown thread", []string{"workflow", "logs", "ok#thread-99"}, 2, `unknown thread "thread-99"`},
+		{"thread of another workflow", []string{"thread", "messages", "junk#thread-1"}, 2, "is a thread of"},
+		{"thread messages without ref", []string{"thread", "messages"}, 2, "NERVE_THREAD is not set"},
+		{"bad --since", []string{"thread", "messages", "ok#thread-1", "--since", "yesterday"}, 2, `--since "yesterday"`},
+		{"cancel without thread", []string{"workflow", "cancel", "ok"}, 2, "names no thread"},
+	}
+	// A good thread first, so thread-1 exists for the thread cases.
+	e.must(0, "workflow", "run", h+"/ok.yaml")
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			se := *e
+			se.t = t
+			r := se.must(tc.code, tc.args...)
+			if !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("stderr lacks %q:\n%s", tc.want, r)
+			}
+			if errLines := strings.Split(strings.TrimSpace(r.stderr), "\n"); tc.code == 2 && len(errLines) > 2 {
+				t.Fatalf("a usage error is one line (and a hint):\n%s", r.stderr)
+			}
+		})
+	}
+}
+
+func TestE2EFloodStaysBounded(t *testing.T) {
+	e := badEnv(t)
+	r := e.must(0, "workflow", "run", e.home+"/flood.yaml", "--json")
+	if !strings.Contains(r.stdout, `"status":"completed"`) {
+		t.Fatalf("flood: %s", r)
+	}
+	status, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(e.daemonPID()), "status"))
+	for _, l := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(l, "VmHWM:") {
+			kb, _ := strconv.Atoi(strings.Fields(l)[1])
+			if kb > 200<<10 {
+				t.Fatalf("daemon peak RSS %d KiB after a 300 MB flood; output must be bounded", kb)
+			}
+			t.Logf("daemon peak RSS after a 300 MB flood: %d KiB", kb)
+		}
+	}
+	msgs := e.must(0, "thread", "messages", "flood#thread-1", "--json")
+	if len(msgs.stdout) > 2<<20 {
+		t.Fatalf("stored message is %d bytes", len(msgs.stdout))
+	}
+}
+
+func TestE2EValidateReportsEverything(t *testing.T) {
+	e := newEnv(t)
+	e.write("nerve.yaml", "agent:\n  max_concurrent_turns: 0\nadapters:\n  claude:\n    timout: 1m\n")
+	e.write("workflows/a.yaml", "workflow: a\nmoderator: '{'\nroles:\n  r: {adapter: nosuch, prompt: p}\n")
+	e.write("workflows/b.yaml", "workflow: b\nmoderator: '{\"done\": true}'\nroles:\n  r: {adapter: ghost, prompt: p}\n")
+	r := e.must(2, "validate")
+	for _, want := range []string{"nerve.yaml:5: adapters.claude.timout: unknown key", "a.yaml", "moderator: does not compile", `unknown adapter "ghost"`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("validate lacks %q:\n%s", want, r)
+		}
+	}
+	js := e.must(2, "validate", "--json")
+	if !strings.Contains(js.stdout, `"ok":false`) || !strings.Contains(js.stdout, `"line":5`) {
+		t.Fatalf("validate --json: %s", js)
+	}
+}
