@@ -22,11 +22,13 @@ type runner struct {
 	active   map[string]ActiveTurn // key thread/step
 	draining bool
 	idle     chan struct{} // closed and replaced when active drops to 0
+	snaps    *snapshots
 }
 
 func newRunner(d *Daemon, ctx context.Context) *runner {
 	return &runner{d: d, ctx: ctx, threads: map[string]context.CancelCauseFunc{},
-		active: map[string]ActiveTurn{}, idle: make(chan struct{})}
+		active: map[string]ActiveTurn{}, idle: make(chan struct{}),
+		snaps: newSnapshots(d.paths.Snapshots())}
 }
 
 func (r *runner) engine() *workflow.Engine {
@@ -75,6 +77,9 @@ func (r *runner) launch(d *workflow.Definition, t *workflow.Thread) {
 			}
 		}()
 		err := r.engine().Run(ctx, d, t)
+		if t.Ended() {
+			r.snaps.remove(t.ID)
+		}
 		switch {
 		case err == nil:
 			r.d.log.Info("thread ended", "thread", t.ID, "workflow", t.Workflow, "status", t.Status)

@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -49,11 +47,10 @@ func (r *runner) runTurn(ctx context.Context, t *workflow.Thread, d *workflow.De
 		return fail("adapter", "%v", err)
 	}
 	ref := workflow.Ref{Workflow: t.Workflow, Thread: t.ID}.String()
-	snap, err := r.writeSnapshot(t.ID, turn.Step, history)
+	snap, err := r.snaps.update(t.ID, history)
 	if err != nil {
 		return fail("adapter", "write thread snapshot: %v", err)
 	}
-	defer os.Remove(snap)
 	workdir := t.Workdir
 	if workdir == "" {
 		workdir = r.d.paths.Home
@@ -146,42 +143,6 @@ func (r *runner) detect(thread string, turn workflow.Turn, adapterName, kind, ms
 	if err != nil {
 		r.d.log.Warn("record detection", "thread", thread, "err", err)
 	}
-}
-
-// writeSnapshot writes the thread's messages as JSONL for `nerve thread
-// messages` inside the turn: agent sandboxes may block the socket.
-func (r *runner) writeSnapshot(thread string, step int, msgs []workflow.Message) (string, error) {
-	dir := r.d.paths.Snapshots()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, fmt.Sprintf("%s-step-%d.jsonl", thread, step))
-	tmp, err := os.CreateTemp(dir, ".snapshot-*")
-	if err != nil {
-		return "", err
-	}
-	w := bufio.NewWriter(tmp)
-	enc := json.NewEncoder(w)
-	for _, m := range msgs {
-		if err := enc.Encode(m); err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-			return "", err
-		}
-	}
-	if err := w.Flush(); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return "", err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Close(); err != nil {
-		return "", err
-	}
-	return path, os.Rename(tmp.Name(), path)
 }
 
 // pathWithNerve puts the running binary's directory first on PATH so an

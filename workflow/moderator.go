@@ -37,17 +37,7 @@ func (m *Moderator) Source() string { return m.src }
 func (m *Moderator) Eval(ctx context.Context, s State) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, moderatorTimeout)
 	defer cancel()
-	raw, err := json.Marshal(s)
-	if err != nil {
-		return nil, err
-	}
-	// Evaluate over plain JSON values so the moderator sees exactly the
-	// documented shape (times as strings, absent fields as null).
-	doc, err := gnata.DecodeJSON(raw)
-	if err != nil {
-		return nil, err
-	}
-	out, err := m.expr.Eval(ctx, doc)
+	out, err := m.expr.Eval(ctx, s.document())
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,111 @@
+package workflow
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/recolabs/gnata"
+)
+
+// jsonNull is gnata's JSON null. Go's nil means "undefined" to JSONata, so
+// a document built from Go values must use this where JSON has null (the
+// moderator tests `last = null`).
+var jsonNull = func() any {
+	v, err := gnata.DecodeJSON([]byte("null"))
+	if err != nil {
+		panic(err)
+	}
+	return v
+}()
+
+// document builds the moderator's input as plain values, exactly the JSON
+// shape of State (times as RFC 3339 strings, absent values as null),
+// without a JSON round trip: encoding and re-decoding the whole history on
+// every turn would cost more than the rest of the turn's bookkeeping.
+func (s State) document() map[string]any {
+	msgs := make([]any, len(s.Messages))
+	for i := range s.Messages {
+		msgs[i] = s.Messages[i].document()
+	}
+	var last any = jsonNull
+	if s.Last != nil {
+		last = s.Last.document()
+		if n := len(s.Messages); n > 0 && s.Last == &s.Messages[n-1] {
+			last = msgs[n-1]
+		}
+	}
+	return map[string]any{
+		"workflow": s.Workflow,
+		"thread":   s.Thread,
+		"input":    plain(s.Input),
+		"step":     float64(s.Step),
+		"messages": msgs,
+		"last":     last,
+	}
+}
+
+func (m *Message) document() map[string]any {
+	doc := map[string]any{
+		"step":    float64(m.Step),
+		"role":    m.Role,
+		"agent":   m.Agent,
+		"content": m.Content,
+		"meta":    plain(m.Meta),
+		"error":   jsonNull,
+		"at":      m.At.UTC().Format(time.RFC3339Nano),
+	}
+	if m.Error != nil {
+		doc["error"] = map[string]any{"kind": m.Error.Kind, "message": m.Error.Message}
+	}
+	if m.Instruction != "" {
+		doc["instruction"] = m.Instruction
+	}
+	if m.Adapter != "" {
+		doc["adapter"] = m.Adapter
+	}
+	if m.Usage != nil {
+		doc["usage"] = plain(m.Usage)
+	}
+	return doc
+}
+
+// plain turns a decoded-JSON-like value into what gnata expects: numbers
+// as float64, nulls as jsonNull. Anything else (a struct) goes through
+// JSON once.
+func plain(v any) any {
+	switch x := v.(type) {
+	case nil:
+		return jsonNull
+	case string, bool, float64:
+		return x
+	case int:
+		return float64(x)
+	case int64:
+		return float64(x)
+	case json.Number:
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = plain(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = plain(e)
+		}
+		return out
+	default:
+		raw, err := json.Marshal(x)
+		if err != nil {
+			return jsonNull
+		}
+		var back any
+		if json.Unmarshal(raw, &back) != nil {
+			return jsonNull
+		}
+		return plain(back)
+	}
+}
