@@ -104,3 +104,23 @@ func displayPath(p string) string {
 	}
 	return p
 }
+
+// completeWorkflows offers local workflow names to shell completion.
+func completeWorkflows(f *Factory) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		dirs, err := workflowDirs(f)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		var names []string
+		for _, e := range workflow.Discover(dirs) {
+			if e.Def != nil {
+				names = append(names, e.Name)
+			}
+		}
+		return names, cobra.ShellCompDirectiveDefault
+	}
+}

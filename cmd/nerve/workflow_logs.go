@@ -26,7 +26,8 @@ func newCmdWorkflowLogs(f *Factory, runF func(*workflowLogsOptions) error) *cobr
 		Short: "Show a thread's messages and events; without #THREAD, list the workflow's threads",
 		Example: `  nerve workflow logs code-review
   nerve workflow logs code-review#thread-3 -f`,
-		Args: exactArgs(1, "name a workflow or a thread"),
+		Args:              exactArgs(1, "name a workflow or a thread"),
+		ValidArgsFunction: completeWorkflows(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref = args[0]
 			if runF != nil {

@@ -43,7 +43,8 @@ completes, 1 when it fails or is cancelled. With --detach it prints the
 thread's ref and returns; the daemon carries on.`,
 		Example: `  nerve workflow run code-review --input change=@change.diff
   nerve workflow run ./examples/code-review.yaml --input change="Add retries" --detach`,
-		Args: exactArgs(1, "name the workflow to run"),
+		Args:              exactArgs(1, "name the workflow to run"),
+		ValidArgsFunction: completeWorkflows(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref = args[0]
 			if runF != nil {

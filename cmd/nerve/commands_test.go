@@ -1,0 +1,95 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// Flag parsing, captured through runF: no daemon, no binary.
+func TestWorkflowRunFlags(t *testing.T) {
+	io, _, _ := TestStreams()
+	f := newFactory(io)
+	var got *workflowRunOptions
+	cmd := newCmdWorkflowRun(f, func(o *workflowRunOptions) error { got = o; return nil })
+	cmd.SetArgs([]string{"code-review", "-i", "change=x", "--input", "max_rounds=2", "--detach", "--json", "--workdir", "/tmp"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.Ref != "code-review" || len(got.Inputs) != 2 || !got.Detach || !got.JSON || got.Workdir != "/tmp" {
+		t.Fatalf("options: %+v", got)
+	}
+}
+
+func TestThreadMessagesFlags(t *testing.T) {
+	io, _, _ := TestStreams()
+	f := newFactory(io)
+	var got *threadMessagesOptions
+	cmd := newCmdThreadMessages(f, func(o *threadMessagesOptions) error { got = o; return nil })
+	cmd.SetArgs([]string{"--role", "reviewer", "--last", "3", "--since", "10m", "--step", "2", "--json"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.Ref != "" || got.Role != "reviewer" || got.Last != 3 || got.Since != "10m" || got.Step != 2 || !got.JSON {
+		t.Fatalf("options: %+v", got)
+	}
+}
+
+func TestParseInputs(t *testing.T) {
+	in, err := parseInputs([]string{"a=1", "b=x=y"}, "")
+	if err != nil || in["a"] != "1" || in["b"] != "x=y" {
+		t.Fatalf("%v %v", in, err)
+	}
+	if _, err := parseInputs([]string{"=x"}, ""); err == nil || exitCodeOf(err) != exitUsage {
+		t.Fatalf("empty name: %v", err)
+	}
+}
+
+func TestMainMapsErrors(t *testing.T) {
+	io, out, errOut := TestStreams()
+	if code := Main([]string{"workflow", "run"}, io); code != exitUsage {
+		t.Fatalf("exit %d", code)
+	}
+	if out.Len() != 0 || !strings.HasPrefix(errOut.String(), "nerve: ") || strings.Count(errOut.String(), "\n") != 2 {
+		t.Fatalf("want one error line and one hint line, got %q", errOut.String())
+	}
+	io, _, errOut = TestStreams()
+	if code := Main([]string{"thread", "messages", "--last", "x"}, io); code != exitUsage || !strings.Contains(errOut.String(), "invalid argument") {
+		t.Fatalf("bad flag value: %d %q", code, errOut.String())
+	}
+}
+
+// On a TTY, progress redraws one status line in place and prints a line
+// per finished turn; elsewhere it prints plain lines only.
+func TestProgressRendering(t *testing.T) {
+	now := time.Now()
+	events := []workflow.Event{
+		{Type: workflow.EventTurnStarted, Step: 1, Role: "author", Adapter: "claude", At: now},
+		{Type: workflow.EventTurnAnswered, Step: 1, Role: "author", Adapter: "claude", At: now.Add(1500 * time.Millisecond)},
+		{Type: workflow.EventTurnStarted, Step: 2, Role: "reviewer", Adapter: "codex", At: now},
+	}
+	io, _, errOut := TestStreams()
+	io.SetTTY(true)
+	p := newProgress(io, "code-review#thread-1")
+	for _, e := range events {
+		p.Event(e)
+	}
+	p.Close()
+	got := errOut.String()
+	for _, want := range []string{"\r\033[K", "step 1 author (claude)", "step 1  author  answered in 1.5s (claude)", "step 2 reviewer (codex)"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("TTY progress lacks %q: %q", want, got)
+		}
+	}
+	io, _, errOut = TestStreams()
+	p = newProgress(io, "code-review#thread-1")
+	for _, e := range events {
+		p.Event(e)
+	}
+	p.Close()
+	if strings.Contains(errOut.String(), "\r") || strings.Count(errOut.String(), "\n") != 3 {
+		t.Fatalf("plain progress: %q", errOut.String())
+	}
+}
