@@ -194,3 +194,26 @@ func TestE2EStaleSocketAndNoAutostart(t *testing.T) {
 	e.must(0, "daemon", "start")
 	e.must(0, "daemon", "status")
 }
+
+// nerve.yaml is reloaded live: a valid change is taken, an invalid one is
+// refused and reported while the old config stays in force.
+func TestE2EHotReload(t *testing.T) {
+	e := newEnv(t)
+	e.write("nerve.yaml", "agent: {max_concurrent_turns: 2}\n")
+	e.must(0, "daemon", "start")
+	capacity := func() string {
+		r := e.must(0, "daemon", "status", "--json")
+		return r.stdout
+	}
+	e.write("nerve.yaml", "agent: {max_concurrent_turns: 5}\n")
+	waitFor(t, "the valid change", func() bool { return strings.Contains(capacity(), `"capacity":5`) })
+	e.write("nerve.yaml", "agent: {max_concurrent_turns: 0}\n")
+	waitFor(t, "the invalid change to be reported", func() bool { return strings.Contains(capacity(), "must be at least 1") })
+	if !strings.Contains(capacity(), `"capacity":5`) {
+		t.Fatal("an invalid file must leave the old config in force")
+	}
+	r := e.must(0, "daemon", "status")
+	if !strings.Contains(r.stdout, "LAST RELOAD FAILED") {
+		t.Fatalf("status does not report the failed reload: %s", r)
+	}
+}
