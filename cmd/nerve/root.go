@@ -23,6 +23,9 @@ func newCmdRoot(f *Factory) *cobra.Command {
 		newCmdThread(f),
 		newCmdDaemon(f),
 		newCmdExampleAgent(f),
+		newCmdInit(f, nil),
+		newCmdRemote(f),
+		newCmdKhala(f),
 	)
 	return root
 }

@@ -1,0 +1,84 @@
+package adapter
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nerve-agents/nerve/config"
+)
+
+// versionTimeout bounds `CLI --version`: a CLI that hangs on it (an update
+// prompt, a login) is reported, not waited for.
+const versionTimeout = 10 * time.Second
+
+// Availability is whether an adapter instance can run on this machine.
+type Availability struct {
+	Info
+	// Path is where the binary was found.
+	Path string `json:"path,omitempty"`
+	// Version is the first line of `BINARY --version` (agent CLIs only).
+	Version string `json:"version,omitempty"`
+	OK      bool   `json:"ok"`
+	Problem string `json:"problem,omitempty"`
+	Hint    string `json:"hint,omitempty"`
+}
+
+// installHints say how to get each CLI.
+var installHints = map[string]string{
+	"claude": "npm install -g @anthropic-ai/claude-code",
+	"codex":  "npm install -g @openai/codex",
+	"gemini": "npm install -g @google/gemini-cli",
+	"cursor": "install Cursor's CLI: curl https://cursor.com/install -fsS | bash",
+	"hermes": "install Hermes' CLI and put it on PATH",
+}
+
+// Check finds an adapter's binary (on pathEnv, as a turn would) and, for
+// agent CLIs, asks it for its version within a timeout.
+func Check(ctx context.Context, name string, c config.Adapter, pathEnv string) Availability {
+	info, err := Inspect(name, c)
+	av := Availability{Info: info}
+	if err != nil {
+		av.Problem = err.Error()
+		return av
+	}
+	path, err := lookPath(info.Binary, pathEnv, "")
+	if err != nil {
+		av.Problem = err.Error()
+		av.Hint = installHints[info.Type]
+		if c.Binary != "" || info.Type == "exec" {
+			av.Hint = fmt.Sprintf("fix adapters.%s in nerve.yaml", name)
+		}
+		return av
+	}
+	av.Path = path
+	if info.Type == "exec" {
+		av.OK = true
+		return av
+	}
+	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "--version")
+	cmd.Env = mergeEnv(os.Environ(), []string{"PATH=" + pathEnv})
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return signalGroup(cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	first, _, _ := strings.Cut(strings.TrimSpace(out.String()), "\n")
+	switch {
+	case ctx.Err() != nil:
+		av.Problem = fmt.Sprintf("%s --version did not answer within %s", info.Binary, versionTimeout)
+	case err != nil:
+		av.Problem = fmt.Sprintf("%s --version failed (%v): %s", info.Binary, err, first)
+	default:
+		av.OK, av.Version = true, first
+	}
+	return av
+}

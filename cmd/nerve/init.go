@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/remote"
+	"github.com/spf13/cobra"
+)
+
+type initOptions struct {
+	Name        string
+	Remote      string // NAME=URL
+	EnrollToken string
+	JSON        bool
+}
+
+// check is one line of the availability checklist.
+type check struct {
+	Name   string `json:"name"`
+	Kind   string `json:"kind"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+	Hint   string `json:"hint,omitempty"`
+	// Needed checks decide the exit status; the rest are warnings.
+	Needed bool `json:"needed"`
+}
+
+type initReport struct {
+	OK     bool    `json:"ok"`
+	Checks []check `json:"checks"`
+}
+
+func newCmdInit(f *Factory, runF func(*initOptions) error) *cobra.Command {
+	opts := &initOptions{}
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Set up NERVE_HOME and check that this agent can do the work it is configured for",
+		Long: `nerve init creates NERVE_HOME, a commented nerve.yaml and the workflows
+directory when they are absent (it never overwrites a file), optionally adds
+a remote and enrolls this agent with it, then checks availability: every
+adapter a workflow or reflex names (binary, version, permissions), every
+remote (reachable, token accepted), the extract endpoint. It exits 1 when
+something a workflow or reflex needs is missing; other problems are warnings.`,
+		Example: `  nerve init --name laptop-1
+  nerve init --remote origin=http://khala.internal:7700 --enroll-token nrv_enroll_...`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return initRun(cmd.Context(), f, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Name, "name", "", "this agent's name in nerve.yaml (default: the host name)")
+	cmd.Flags().StringVar(&opts.Remote, "remote", "", "add a remote as NAME=URL")
+	cmd.Flags().StringVar(&opts.EnrollToken, "enroll-token", "", "enroll with the remote using this token (from 'nerve khala enroll-token')")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"ok", "checks": [...]}`)
+	return cmd
+}
+
+func initRun(ctx context.Context, f *Factory, opts *initOptions) error {
+	var remoteName, remoteURL string
+	if opts.Remote != "" {
+		var ok bool
+		remoteName, remoteURL, ok = strings.Cut(opts.Remote, "=")
+		if !ok || remoteName == "" || remoteURL == "" {
+			return usageErrorf("write --remote NAME=URL, e.g. origin=http://127.0.0.1:7700", "bad --remote %q", opts.Remote)
+		}
+	}
+	if opts.EnrollToken != "" && remoteName == "" {
+		return usageErrorf("add --remote NAME=URL", "--enroll-token needs --remote")
+	}
+	home := config.Home(f.Getenv)
+	paths := config.Paths{Home: home}
+	var steps []check
+	step := func(name, detail string) { steps = append(steps, check{Name: name, Kind: "setup", OK: true, Detail: detail}) }
+
+	created, err := ensureDir(home)
+	if err != nil {
+		return fmt.Errorf("create NERVE_HOME: %w", err)
+	}
+	step("NERVE_HOME", existed(home, created))
+	cfgPath := paths.Config()
+	if f.configFile != "" {
+		cfgPath = f.configFile
+	}
+	name := opts.Name
+	if name == "" {
+		name = config.Defaults(home).Agent.Name
+	}
+	wrote, err := config.WriteInitial(cfgPath, name)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", cfgPath, err)
+	}
+	step("nerve.yaml", existed(cfgPath, wrote))
+	created, err = ensureDir(paths.Workflows())
+	if err != nil {
+		return err
+	}
+	step("workflows", existed(paths.Workflows(), created))
+
+	if remoteName != "" {
+		if err := config.SetRemote(cfgPath, remoteName, remoteURL); err != nil {
+			return err
+		}
+		step("remote "+remoteName, "set to "+remoteURL+" in "+displayPath(cfgPath))
+	}
+	cfg, err := f.Config()
+	if err != nil {
+		return err
+	}
+	if opts.EnrollToken != "" {
+		c := remote.New(remoteName, remoteURL, "")
+		tok, err := c.Enroll(ctx, opts.EnrollToken, cfg.Agent.Name)
+		if err != nil {
+			return enrollError(err, remoteName, cfg.Agent.Name)
+		}
+		if err := remote.SaveToken(home, remoteName, tok); err != nil {
+			return fmt.Errorf("store the agent token: %w", err)
+		}
+		step("enrolled", fmt.Sprintf("as %s with %s; token in %s (0600)", cfg.Agent.Name, remoteName, displayPath(paths.Home+"/tokens/"+remoteName)))
+	}
+	rep := initReport{Checks: append(steps, availability(ctx, f, cfg)...)}
+	rep.OK = true
+	for _, c := range rep.Checks {
+		if c.Needed && !c.OK {
+			rep.OK = false
+		}
+	}
+	if opts.JSON {
+		if err := json.NewEncoder(f.IO.Out).Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printChecks(f.IO, rep)
+	}
+	if !rep.OK {
+		return errSilentFail
+	}
+	return nil
+}
+
+func enrollError(err error, remoteName, agent string) error {
+	switch {
+	case remote.IsStatus(err, 401):
+		return &usageError{msg: fmt.Sprintf("remote %s refused the enrollment token (used up, expired or wrong)", remoteName),
+			hint: "ask the server's operator for a new one: nerve khala enroll-token"}
+	case remote.IsStatus(err, 409):
+		return &usageError{msg: fmt.Sprintf("remote %s already has an agent called %s", remoteName, agent),
+			hint: "pick another name with --name"}
+	}
+	return err
+}
+
+func ensureDir(path string) (bool, error) {
+	if fi, err := os.Stat(path); err == nil {
+		if !fi.IsDir() {
+			return false, fmt.Errorf("%s exists and is not a directory", path)
+		}
+		return false, nil
+	}
+	return true, os.MkdirAll(path, 0o700)
+}
+
+func existed(path string, created bool) string {
+	if created {
+		return "created " + displayPath(path)
+	}
+	return displayPath(path) + " exists (left as it is)"
+}
+
+func printChecks(io *IOStreams, rep initReport) {
+	for _, c := range rep.Checks {
+		mark := "✓"
+		if !c.OK {
+			mark = "✗"
+			if !c.Needed {
+				mark = "!"
+			}
+		}
+		fmt.Fprintf(io.Out, "%s %-22s %s\n", mark, c.Name, c.Detail)
+		if !c.OK && c.Hint != "" {
+			fmt.Fprintf(io.Out, "  %-22s hint: %s\n", "", c.Hint)
+		}
+	}
+	if rep.OK {
+		fmt.Fprintln(io.Out, "ready")
+	} else {
+		fmt.Fprintln(io.Out, "not ready: fix the ✗ lines above")
+	}
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nerve-agents/nerve/adapter"
+	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/remote"
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// availability checks what this agent is configured to use. What a
+// workflow, sense or reflex names is needed; the rest are warnings.
+func availability(ctx context.Context, f *Factory, cfg *config.Config) []check {
+	var out []check
+	neededAdapters := map[string]string{} // adapter -> who needs it
+	for _, e := range workflow.Discover(cfg.Workflows) {
+		if e.Err != nil {
+			out = append(out, check{Name: "workflow " + e.Name, Kind: "workflow", Needed: true,
+				Detail: firstLine(e.Err.Error()), Hint: "nerve validate shows every problem"})
+			continue
+		}
+		out = append(out, check{Name: "workflow " + e.Name, Kind: "workflow", OK: true, Needed: true, Detail: displayPath(e.File)})
+		if e.Def.Binding != workflow.BindingLocal {
+			continue
+		}
+		for role, r := range e.Def.Roles {
+			neededAdapters[r.Adapter] = "workflow " + e.Name + " role " + role
+		}
+	}
+	neededRemotes := map[string]bool{}
+	for _, s := range cfg.Senses {
+		if s.Kind == "khala" {
+			neededRemotes[s.Remote] = true
+		}
+	}
+	for _, r := range cfg.Reflexes {
+		if r.Do == "turn" {
+			neededAdapters[r.Adapter] = "reflex on " + r.On
+		}
+	}
+	names := map[string]bool{}
+	for n := range cfg.Adapters {
+		names[n] = true
+	}
+	for n := range neededAdapters {
+		names[n] = true
+	}
+	pathEnv := os.Getenv("PATH")
+	if f.Executable != "" {
+		pathEnv = filepath.Dir(f.Executable) + string(os.PathListSeparator) + pathEnv
+	}
+	for _, n := range sortedNames(names) {
+		out = append(out, adapterCheck(ctx, f, cfg, n, neededAdapters[n], pathEnv))
+	}
+	for _, n := range sortedNames(cfg.Remotes) {
+		out = append(out, remoteCheck(ctx, cfg, n, neededRemotes[n]))
+	}
+	if cfg.Extract != nil {
+		out = append(out, endpointCheck(ctx, "extract", cfg.Extract))
+	}
+	return out
+}
+
+func adapterCheck(ctx context.Context, f *Factory, cfg *config.Config, name, neededBy, pathEnv string) check {
+	c := check{Name: "adapter " + name, Kind: "adapter", Needed: neededBy != ""}
+	ac, ok := cfg.AdapterConfig(name)
+	if !ok {
+		c.Detail = fmt.Sprintf("unknown adapter (named by %s)", neededBy)
+		c.Hint = "define it under adapters: in nerve.yaml, or use a built-in one: " + strings.Join(adapter.Types(), ", ")
+		return c
+	}
+	if ac.Type == "exec" && len(ac.Command) > 0 && ac.Command[0] == "nerve" && f.Executable != "" {
+		ac.Command = append([]string{f.Executable}, ac.Command[1:]...)
+	}
+	av := adapter.Check(ctx, name, ac, pathEnv)
+	if !av.OK {
+		c.Detail, c.Hint = av.Problem, av.Hint
+		if neededBy != "" {
+			c.Detail += " (needed by " + neededBy + ")"
+		}
+		return c
+	}
+	c.OK = true
+	what := av.Version
+	if what == "" {
+		what = av.Type
+	}
+	c.Detail = fmt.Sprintf("%s at %s · permissions %s · timeout %s", what, displayPath(av.Path), av.Permissions, av.Timeout)
+	return c
+}
+
+func remoteCheck(ctx context.Context, cfg *config.Config, name string, needed bool) check {
+	c := check{Name: "remote " + name, Kind: "remote", Needed: needed}
+	cl, err := remote.ForConfig(cfg, name)
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	cl.Retries, cl.Timeout = 0, 5*time.Second
+	version, err := cl.Health(ctx)
+	if err != nil {
+		c.Detail, c.Hint = err.Error(), hintOf(err)
+		return c
+	}
+	if cl.Token == "" {
+		c.Detail = fmt.Sprintf("%s reachable (khala %s), but this agent has no token for it", cl.BaseURL, version)
+		c.Hint = fmt.Sprintf("enroll: nerve init --remote %s=%s --enroll-token TOKEN", name, cl.BaseURL)
+		return c
+	}
+	agent, err := cl.Me(ctx)
+	if err != nil {
+		c.Detail, c.Hint = err.Error(), hintOf(err)
+		return c
+	}
+	c.OK = true
+	c.Detail = fmt.Sprintf("%s (khala %s) accepts this agent as %s", cl.BaseURL, version, agent)
+	return c
+}
+
+// endpointCheck asks an OpenAI-compatible endpoint for its models.
+func endpointCheck(ctx context.Context, name string, e *config.Endpoint) check {
+	c := check{Name: name, Kind: "endpoint"}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	url := strings.TrimRight(e.BaseURL, "/") + "/models"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	if e.APIKeyEnv != "" {
+		key := os.Getenv(e.APIKeyEnv)
+		if key == "" {
+			c.Detail = fmt.Sprintf("%s is not set", e.APIKeyEnv)
+			c.Hint = "export " + e.APIKeyEnv + " in the daemon's environment"
+			return c
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.Detail = fmt.Sprintf("%s: %v", url, err)
+		return c
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		c.Detail = fmt.Sprintf("%s answered %s", url, resp.Status)
+		return c
+	}
+	c.OK, c.Detail = true, fmt.Sprintf("%s reachable (model %s)", e.BaseURL, e.Model)
+	return c
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,111 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"gopkg.in/yaml.v3"
+)
+
+// SetRemote adds or changes remotes.NAME.url in the nerve.yaml at path,
+// keeping the rest of the file and its comments. The result is validated
+// before it replaces the file, atomically.
+func SetRemote(path, name, url string) error {
+	return editFile(path, func(doc *yaml.Node) error {
+		remotes := mappingAt(doc, "remotes", true)
+		entry := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{scalar("url"), scalar(url)}}
+		if i := keyIndex(remotes, name); i >= 0 {
+			remotes.Content[i+1] = entry
+		} else {
+			remotes.Content = append(remotes.Content, scalar(name), entry)
+		}
+		remotes.Style = 0 // block style, even if it was written as {}
+		return nil
+	})
+}
+
+// RemoveRemote deletes remotes.NAME from the nerve.yaml at path. It
+// reports false when there was no such remote.
+func RemoveRemote(path, name string) (bool, error) {
+	found := false
+	err := editFile(path, func(doc *yaml.Node) error {
+		remotes := mappingAt(doc, "remotes", false)
+		if remotes == nil {
+			return nil
+		}
+		if i := keyIndex(remotes, name); i >= 0 {
+			remotes.Content = append(remotes.Content[:i], remotes.Content[i+2:]...)
+			found = true
+		}
+		return nil
+	})
+	return found, err
+}
+
+func editFile(path string, edit func(doc *yaml.Node) error) error {
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return yamlSyntaxError(path, err)
+	}
+	if len(root.Content) == 0 {
+		root = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode}}}
+	}
+	doc := root.Content[0]
+	if doc.Kind != yaml.MappingNode {
+		return &FileError{File: path, Msg: "the top level must be a mapping"}
+	}
+	if err := edit(doc); err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&root); err != nil {
+		return err
+	}
+	var probe Config
+	if _, err := DecodeStrict(path, b.Bytes(), &probe); err != nil {
+		return fmt.Errorf("refusing to write %s: %w", path, err)
+	}
+	return WriteFileAtomic(path, b.Bytes(), 0o600)
+}
+
+func mappingAt(doc *yaml.Node, key string, create bool) *yaml.Node {
+	if i := keyIndex(doc, key); i >= 0 {
+		v := doc.Content[i+1]
+		if v.Kind == yaml.MappingNode {
+			return v
+		}
+		if !create {
+			return nil
+		}
+		// `remotes:` with no value is null: make it a mapping.
+		m := &yaml.Node{Kind: yaml.MappingNode}
+		doc.Content[i+1] = m
+		return m
+	}
+	if !create {
+		return nil
+	}
+	m := &yaml.Node{Kind: yaml.MappingNode}
+	doc.Content = append(doc.Content, scalar(key), m)
+	return m
+}
+
+func keyIndex(m *yaml.Node, key string) int {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return i
+		}
+	}
+	return -1
+}
+
+func scalar(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Value: s} }

@@ -1,0 +1,89 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"text/template"
+)
+
+var initialTmpl = template.Must(template.New("nerve.yaml").Parse(`# nerve.yaml of {{.Name}}, written by 'nerve init'. Every key is optional;
+# nerve.yaml.example in the nerve repository documents them all, and
+# 'nerve validate' checks this file and your workflows.
+
+agent:
+  name: {{.Name}}                # how this agent appears in traces
+  max_concurrent_turns: 2        # turns this machine runs at once
+
+# Khala servers, added with 'nerve remote add NAME URL' or 'nerve init --remote'.
+# Tokens never go here: they live in $NERVE_HOME/tokens (mode 0600).
+remotes: {}
+
+# Adapters run agent CLIs: claude, codex, gemini, cursor and hermes are built
+# in; override one or add an instance here. permissions: workspace (default),
+# read-only or full.
+# adapters:
+#   claude:
+#     timeout: 20m
+#   reviewer-bot:
+#     type: exec
+#     command: ["./bin/review", "--json"]
+
+# Senses and reflexes: what this agent reacts to.
+# senses:
+#   - {name: origin-turns, kind: khala, remote: origin}
+# reflexes:
+#   - {on: origin-turns, do: turn, adapter: claude}
+
+log:
+  level: info
+`))
+
+// WriteInitial creates path with a commented nerve.yaml for an agent
+// called name, unless the file exists. It reports whether it wrote.
+func WriteInitial(path, name string) (bool, error) {
+	if _, err := os.Stat(path); err == nil {
+		return false, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	var b bytes.Buffer
+	if err := initialTmpl.Execute(&b, struct{ Name string }{name}); err != nil {
+		return false, err
+	}
+	if err := WriteFileAtomic(path, b.Bytes(), 0o600); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// WriteFileAtomic writes data to path so that readers see the old file or
+// the new one, never a part: a temp file in the same directory, synced,
+// then renamed over path.
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename this fails harmlessly
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,83 @@
+package remote
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nerve-agents/nerve/config"
+)
+
+// tokenPath is where the agent token for a remote is kept: one 0600 file
+// per remote in a 0700 directory, never in nerve.yaml.
+func tokenPath(home, remote string) string {
+	return filepath.Join(home, "tokens", remote)
+}
+
+// SaveToken stores the agent token for remote, atomically, mode 0600.
+func SaveToken(home, remote, token string) error {
+	dir := filepath.Join(home, "tokens")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return err
+	}
+	return config.WriteFileAtomic(tokenPath(home, remote), []byte(token+"\n"), 0o600)
+}
+
+// LoadToken returns the stored token for remote, "" when there is none.
+// A token file readable by others is refused, as ssh refuses such keys.
+func LoadToken(home, remote string) (string, error) {
+	path := tokenPath(home, remote)
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("token file %s is readable by others (mode %v); run: chmod 600 %s", path, fi.Mode().Perm(), path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// RemoveToken forgets the token for remote.
+func RemoveToken(home, remote string) error {
+	err := os.Remove(tokenPath(home, remote))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// ForConfig returns a client for the named remote of cfg with its stored
+// token.
+func ForConfig(cfg *config.Config, name string) (*Client, error) {
+	r, ok := cfg.Remotes[name]
+	if !ok {
+		return nil, &UnknownError{Name: name}
+	}
+	tok, err := LoadToken(cfg.Home, name)
+	if err != nil {
+		return nil, err
+	}
+	return New(name, r.URL, tok), nil
+}
+
+// UnknownError is a remote name nerve.yaml does not define: a usage error.
+type UnknownError struct{ Name string }
+
+func (e *UnknownError) Error() string { return fmt.Sprintf("unknown remote %q", e.Name) }
+func (e *UnknownError) ExitCode() int { return 2 }
+func (e *UnknownError) Hint() string {
+	return fmt.Sprintf("add it with 'nerve remote add %s URL'; 'nerve remote list' shows the known ones", e.Name)
+}
