@@ -78,7 +78,9 @@ func initRun(ctx context.Context, f *Factory, opts *initOptions) error {
 	home := config.Home(f.Getenv)
 	paths := config.Paths{Home: home}
 	var steps []check
-	step := func(name, detail string) { steps = append(steps, check{Name: name, Kind: "setup", OK: true, Detail: detail}) }
+	step := func(name, detail string) {
+		steps = append(steps, check{Name: name, Kind: "setup", OK: true, Detail: detail})
+	}
 
 	created, err := ensureDir(home)
 	if err != nil {
