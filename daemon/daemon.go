@@ -24,6 +24,9 @@ type Options struct {
 	Executable string
 	Version    string
 	Logger     *log.Logger
+	// Hurry, when it closes during shutdown (a second SIGTERM or Ctrl-C),
+	// cuts the grace period short: running turns are killed at once.
+	Hurry <-chan struct{}
 }
 
 // Daemon is one running nerve daemon.
@@ -118,7 +121,7 @@ func (d *Daemon) shutdown(srv *http.Server, killWork context.CancelFunc) error {
 	grace := d.config().Daemon.ShutdownGrace.D()
 	d.log.Info("shutting down", "grace", grace, "active_turns", d.runner.activeCount())
 	d.runner.drain()
-	drained := d.runner.waitIdle(grace)
+	drained := d.runner.waitIdle(grace, d.opts.Hurry)
 	if !drained {
 		d.log.Warn("grace period over; killing running turns", "active_turns", d.runner.activeCount())
 	}

@@ -86,7 +86,10 @@ func (r *runner) launch(d *workflow.Definition, t *workflow.Thread) {
 		case ctx.Err() != nil:
 			r.d.log.Info("thread paused for shutdown; it resumes on restart", "thread", t.ID)
 		default:
+			// The store failed under it: end it rather than leave it
+			// running with nobody driving it.
 			r.d.log.Error("thread stopped", "thread", t.ID, "err", err)
+			r.fail(t, "internal error: "+err.Error())
 		}
 	}()
 }
@@ -157,8 +160,9 @@ func (r *runner) isDraining() bool {
 	return r.draining
 }
 
-// waitIdle waits up to d for running turns to finish.
-func (r *runner) waitIdle(d time.Duration) bool {
+// waitIdle waits up to d for running turns to finish, or until hurry
+// closes.
+func (r *runner) waitIdle(d time.Duration, hurry <-chan struct{}) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {
@@ -171,6 +175,8 @@ func (r *runner) waitIdle(d time.Duration) bool {
 		select {
 		case <-idle:
 		case <-timer.C:
+			return false
+		case <-hurry:
 			return false
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -51,9 +53,25 @@ func runDaemon(f *Factory, flags *pflag.FlagSet, cmd *cobra.Command) error {
 	case "logfmt":
 		logger.SetFormatter(log.LogfmtFormatter)
 	}
+	// The first SIGTERM or Ctrl-C (cmd's context) starts a graceful
+	// shutdown; a second one cuts the grace period short.
+	hurry := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		<-cmd.Context().Done()
+		select {
+		case <-sigs: // the first signal, already seen by the context
+		case <-time.After(100 * time.Millisecond):
+		}
+		<-sigs
+		logger.Warn("second signal: killing running turns now")
+		close(hurry)
+	}()
 	return daemon.Run(cmd.Context(), daemon.Options{
 		Config: cfg, Load: load, Executable: f.Executable,
-		Version: currentVersion().Version, Logger: logger,
+		Version: currentVersion().Version, Logger: logger, Hurry: hurry,
 	})
 }
 
