@@ -1,0 +1,81 @@
+package remote
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/nerve-agents/nerve/adapter"
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// Turn is a turn leased to this agent by a claim.
+type Turn struct {
+	Turn         string    `json:"turn"`
+	Claim        string    `json:"claim"`
+	Thread       string    `json:"thread"`
+	Workflow     string    `json:"workflow"`
+	Role         string    `json:"role"`
+	Prompt       string    `json:"prompt"`
+	Instruction  string    `json:"instruction"`
+	Step         int       `json:"step"`
+	Attempt      int       `json:"attempt"`
+	LeaseExpires time.Time `json:"lease_expires_at"`
+}
+
+// ClaimRequest asks for up to Max turns, waiting up to Wait for one.
+type ClaimRequest struct {
+	Max       int      `json:"max"`
+	Wait      string   `json:"wait"`
+	Workflows []string `json:"workflows,omitempty"`
+	Roles     []string `json:"roles,omitempty"`
+}
+
+// Claim long-polls the queue. The request's own timeout is the wait plus
+// the client's timeout, so a long poll is not cut short.
+func (c *Client) Claim(ctx context.Context, req ClaimRequest, wait time.Duration) ([]Turn, error) {
+	req.Wait = wait.String()
+	cc := *c
+	cc.Timeout = c.Timeout + wait
+	cc.Retries = 0 // the claim loop has its own backoff
+	var out []Turn
+	err := cc.Do(ctx, http.MethodPost, "/v1/turns/claim", req, &out)
+	return out, err
+}
+
+// Heartbeat extends a lease. It reports whether the thread was cancelled;
+// a lost lease is a 409 (see IsClaimLost).
+func (c *Client) Heartbeat(ctx context.Context, turn, claim string) (expires time.Time, cancel bool, err error) {
+	var out struct {
+		LeaseExpires time.Time `json:"lease_expires_at"`
+		Cancel       bool      `json:"cancel"`
+	}
+	err = c.Do(ctx, http.MethodPost, "/v1/turns/"+url.PathEscape(turn)+"/heartbeat", map[string]string{"claim": claim}, &out)
+	return out.LeaseExpires, out.Cancel, err
+}
+
+// Response is a turn's answer.
+type Response struct {
+	Claim   string                 `json:"claim"`
+	Content string                 `json:"content"`
+	Meta    any                    `json:"meta,omitempty"`
+	Error   *workflow.MessageError `json:"error,omitempty"`
+	Adapter string                 `json:"adapter,omitempty"`
+	Usage   *adapter.Usage         `json:"usage,omitempty"`
+}
+
+// Respond delivers a turn's answer; a 409 means the claim is no longer
+// the holder's and the answer must be dropped.
+func (c *Client) Respond(ctx context.Context, turn string, r Response) error {
+	return c.Do(ctx, http.MethodPost, "/v1/turns/"+url.PathEscape(turn)+"/response", r, nil)
+}
+
+// Release gives a claimed turn back to the queue at once.
+func (c *Client) Release(ctx context.Context, turn, claim string) error {
+	return c.Do(ctx, http.MethodPost, "/v1/turns/"+url.PathEscape(turn)+"/release", map[string]string{"claim": claim}, nil)
+}
+
+// IsClaimLost reports whether err is the server saying this agent no
+// longer holds the turn (409): stop the work, drop the answer.
+func IsClaimLost(err error) bool { return IsStatus(err, http.StatusConflict) }
