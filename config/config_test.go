@@ -94,7 +94,8 @@ func TestBadFiles(t *testing.T) {
 		{"sense unknown kind", "senses:\n  - name: s\n    kind: telepathy\n", `unknown kind "telepathy"`, 3},
 		{"khala sense unknown remote", "senses:\n  - name: s\n    kind: khala\n    remote: origin\n", `unknown remote "origin"`, 4},
 		{"reflex unknown sense", "reflexes:\n  - on: nothing\n    do: turn\n    adapter: claude\n", `unknown sense "nothing"`, 2},
-		{"reflex unknown adapter", "senses:\n  - {name: t, kind: interval, every: 1m}\nreflexes:\n  - on: t\n    do: turn\n    adapter: nope\n", `unknown adapter "nope"`, 6},
+		{"reflex unknown adapter", "remotes: {o: {url: 'http://x'}}\nsenses:\n  - {name: t, kind: khala, remote: o}\nreflexes:\n  - on: t\n    do: turn\n    adapter: nope\n", `unknown adapter "nope"`, 7},
+		{"turn reflex on an interval sense", "senses:\n  - {name: t, kind: interval, every: 1m}\nreflexes:\n  - on: t\n    do: turn\n    adapter: claude\n", `do: turn runs turns claimed by a khala sense; "t" is an interval sense`, 5},
 		{"bad log level", "log:\n  level: loud\n", `unknown level "loud"`, 2},
 		{"extract without model", "extract:\n  base_url: http://127.0.0.1:1/v1\n", "extract.model: is required", 1},
 	}

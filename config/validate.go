@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // AdapterTypes are the built-in adapter kinds. A key of adapters: that is
@@ -84,6 +85,9 @@ func Validate(cfg *Config, lines Lines) FileErrors {
 		}
 		switch r.Do {
 		case "turn":
+			if sn, ok := senses[r.On]; ok && sn.Kind != "khala" {
+				v.add(p+".do", "do: turn runs turns claimed by a khala sense; %q is %s %s sense", r.On, article(sn.Kind), sn.Kind)
+			}
 			if r.Adapter == "" {
 				v.add(p+".adapter", "do: turn needs an adapter")
 			} else if !cfg.HasAdapter(r.Adapter) {
@@ -185,4 +189,11 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
 }

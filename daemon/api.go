@@ -27,12 +27,16 @@ type StartRequest struct {
 
 // Status is what `daemon status` shows.
 type Status struct {
-	PID         int          `json:"pid"`
-	Home        string       `json:"home"`
-	Version     string       `json:"version"`
-	StartedAt   time.Time    `json:"started_at"`
-	Config      ConfigState  `json:"config"`
-	Capacity    int          `json:"capacity"`
+	PID       int         `json:"pid"`
+	Home      string      `json:"home"`
+	Version   string      `json:"version"`
+	StartedAt time.Time   `json:"started_at"`
+	Config    ConfigState `json:"config"`
+	Capacity  int         `json:"capacity"`
+	// ClaimedSlots are capacity slots held by claimed remote turns.
+	ClaimedSlots int `json:"claimed_slots"`
+	// Outbox is the number of responses not yet delivered.
+	Outbox      int          `json:"outbox"`
 	Threads     int          `json:"running_threads"`
 	ActiveTurns []ActiveTurn `json:"active_turns"`
 	Senses      []SenseState `json:"senses"`

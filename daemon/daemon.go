@@ -12,7 +12,9 @@ import (
 
 	"github.com/charmbracelet/log"
 	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/sense"
 	"github.com/nerve-agents/nerve/store"
+	"github.com/nerve-agents/nerve/workflow"
 )
 
 // Options configure a daemon run.
@@ -38,9 +40,14 @@ type Daemon struct {
 	start  time.Time
 	runner *runner
 
+	outbox   *outbox
+	capacity *sense.Capacity
+	rdefs    remoteDefs
+
 	mu       sync.RWMutex
 	cfg      *config.Config
 	cfgState ConfigState
+	senses   *senseSet
 }
 
 // Run starts the daemon and blocks until ctx is cancelled (SIGTERM), then
@@ -92,6 +99,9 @@ func Run(ctx context.Context, opts Options) error {
 	workCtx, killWork := context.WithCancel(context.Background())
 	defer killWork()
 	d.runner = newRunner(d, workCtx)
+	d.outbox = newOutbox(d)
+	d.capacity = sense.NewCapacity(cfg.Agent.MaxConcurrentTurns)
+	d.rdefs.defs = map[string]*workflow.Definition{}
 
 	srv := &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
@@ -99,7 +109,14 @@ func Run(ctx context.Context, opts Options) error {
 	logger.Info("daemon started", "pid", os.Getpid(), "home", paths.Home, "version", opts.Version)
 
 	d.runner.killStaleProcs()
+	d.runner.reconcile()
+	outboxCtx, stopOutbox := context.WithCancel(context.Background())
+	outboxDone := make(chan struct{})
+	go func() { defer close(outboxDone); d.outbox.run(outboxCtx) }()
 	d.runner.resumeAll()
+	d.mu.Lock()
+	d.senses = d.startSenses(cfg)
+	d.mu.Unlock()
 	if opts.Load != nil {
 		go d.watchConfig(ctx)
 	}
@@ -111,7 +128,11 @@ func Run(ctx context.Context, opts Options) error {
 			logger.Error("control socket failed", "err", err)
 		}
 	}
-	return d.shutdown(srv, killWork)
+	err = d.shutdown(srv, killWork)
+	stopOutbox()
+	<-outboxDone
+	d.outbox.drain(5 * time.Second)
+	return err
 }
 
 // shutdown stops new work, drains running turns for the grace period, then
@@ -120,6 +141,12 @@ func Run(ctx context.Context, opts Options) error {
 func (d *Daemon) shutdown(srv *http.Server, killWork context.CancelFunc) error {
 	grace := d.config().Daemon.ShutdownGrace.D()
 	d.log.Info("shutting down", "grace", grace, "active_turns", d.runner.activeCount())
+	d.mu.Lock()
+	senses := d.senses
+	d.mu.Unlock()
+	if senses != nil {
+		senses.stop() // claim nothing more
+	}
 	d.runner.drain()
 	drained := d.runner.waitIdle(grace, d.opts.Hurry)
 	if !drained {

@@ -2,8 +2,9 @@ package daemon
 
 import (
 	"context"
-	"github.com/nerve-agents/nerve/config"
 	"time"
+
+	"github.com/nerve-agents/nerve/config"
 )
 
 // watchConfig hot-reloads nerve.yaml: load and validate, then swap. An
@@ -21,13 +22,29 @@ func (d *Daemon) watchConfig(ctx context.Context) {
 func (d *Daemon) reload() {
 	cfg, err := d.opts.Load()
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if err != nil {
 		d.cfgState.LastReload = err.Error()
+		d.mu.Unlock()
 		d.log.Error("nerve.yaml not reloaded; keeping the previous config", "err", err)
 		return
 	}
 	d.cfg = cfg
 	d.cfgState = ConfigState{File: cfg.File, LoadedAt: time.Now().UTC(), LastReload: "ok"}
+	old := d.senses
+	d.mu.Unlock()
 	d.log.Info("nerve.yaml reloaded", "file", cfg.File)
+
+	// The senses are restarted outside the lock: a sense delivering a
+	// signal reads the config.
+	d.capacity.SetMax(cfg.Agent.MaxConcurrentTurns)
+	if old != nil {
+		old.stop()
+	}
+	if d.runner.isDraining() {
+		return
+	}
+	set := d.startSenses(cfg)
+	d.mu.Lock()
+	d.senses = set
+	d.mu.Unlock()
 }

@@ -45,11 +45,17 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 	d.mu.RLock()
 	cs := d.cfgState
 	d.mu.RUnlock()
+	used, _ := d.capacity.Used()
 	st := Status{PID: os.Getpid(), Home: d.paths.Home, Version: d.opts.Version, StartedAt: d.start,
-		Config: cs, Capacity: cfg.Agent.MaxConcurrentTurns, Threads: d.runner.running(),
+		Config: cs, Capacity: cfg.Agent.MaxConcurrentTurns, ClaimedSlots: used, Threads: d.runner.running(),
 		ActiveTurns: d.runner.activeTurns(), Senses: []SenseState{}}
-	for _, s := range cfg.Senses {
-		st.Senses = append(st.Senses, SenseState{Name: s.Name, Kind: s.Kind, State: "configured"})
+	d.mu.RLock()
+	if d.senses != nil {
+		st.Senses = d.senses.states(cfg)
+	}
+	d.mu.RUnlock()
+	if items, err := d.store.Outbox(); err == nil {
+		st.Outbox = len(items)
 	}
 	writeJSON(w, http.StatusOK, st)
 }

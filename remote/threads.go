@@ -162,3 +162,9 @@ func (c *Client) events(ctx context.Context, id string, after *uint64, fn func(w
 	}
 	return false, nil
 }
+
+// Workflow reads one published workflow with its source.
+func (c *Client) Workflow(ctx context.Context, name string) (*Workflow, error) {
+	var w Workflow
+	return &w, c.Do(ctx, http.MethodGet, "/v1/workflows/"+url.PathEscape(name), nil, &w)
+}

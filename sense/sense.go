@@ -3,6 +3,8 @@ package sense
 import (
 	"context"
 	"time"
+
+	"github.com/nerve-agents/nerve/remote"
 )
 
 // Signal is something a sense noticed.
@@ -12,8 +14,11 @@ type Signal struct {
 	// Path is the file that changed (file sense).
 	Path string
 	// Turn is a claimed remote turn (khala sense); its reflex must run
-	// it, and release it when it cannot.
-	Turn any
+	// it, or release it when it cannot.
+	Turn remote.Turn
+	// Done, when set, must be called once the signal's work is over: it
+	// frees the capacity slot a claimed turn holds.
+	Done func()
 }
 
 // Sense runs until ctx is done, calling emit for each signal. emit must

@@ -57,11 +57,15 @@ func Open(path string, timeout time.Duration) (*Store, error) {
 		}
 		return nil
 	})
+	st := &Store{db: db, waiters: map[string]chan struct{}{}}
+	if err == nil {
+		err = st.ensureRemoteBuckets()
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("init %s: %w", path, err)
 	}
-	return &Store{db: db, waiters: map[string]chan struct{}{}}, nil
+	return st, nil
 }
 
 // Close closes the database.

@@ -1,0 +1,138 @@
+package daemon
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nerve-agents/nerve/remote"
+	"github.com/nerve-agents/nerve/store"
+)
+
+// outbox delivers responses written to nerve.db, until each is accepted
+// (200) or refused as stale (409: the claim was no longer ours), with
+// backoff while a remote is down. A restart resumes it from the store.
+type outbox struct {
+	d    *Daemon
+	wake chan struct{}
+
+	mu      sync.Mutex
+	backoff map[string]time.Time // remote -> not before
+	fails   map[string]int
+}
+
+func newOutbox(d *Daemon) *outbox {
+	return &outbox{d: d, wake: make(chan struct{}, 1), backoff: map[string]time.Time{}, fails: map[string]int{}}
+}
+
+// kick asks for a delivery round now.
+func (o *outbox) kick(store.OutboxItem) {
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run delivers until ctx is done.
+func (o *outbox) run(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		o.flush(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-o.wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// flush tries every pending response once (skipping remotes in backoff)
+// and reports how many are left.
+func (o *outbox) flush(ctx context.Context) int {
+	items, err := o.d.store.Outbox()
+	if err != nil {
+		o.d.log.Error("read outbox", "err", err)
+		return 0
+	}
+	left := 0
+	clients := map[string]*remote.Client{}
+	for _, it := range items {
+		if ctx.Err() != nil {
+			return len(items)
+		}
+		o.mu.Lock()
+		wait := time.Until(o.backoff[it.Remote])
+		o.mu.Unlock()
+		if wait > 0 {
+			left++
+			continue
+		}
+		cl, ok := clients[it.Remote]
+		if !ok {
+			var err error
+			if cl, err = remote.ForConfig(o.d.config(), it.Remote); err != nil {
+				o.d.log.Error("outbox: remote gone; response kept", "remote", it.Remote, "turn", it.Turn, "err", err)
+				left++
+				continue
+			}
+			cl.Retries = 0
+			clients[it.Remote] = cl
+		}
+		err := cl.Respond(ctx, it.Turn, it.Response)
+		switch {
+		case err == nil:
+			o.d.log.Info("response delivered", "remote", it.Remote, "turn", it.Turn, "thread", it.Thread)
+		case remote.IsClaimLost(err):
+			o.d.log.Info("response refused: the claim was no longer ours", "remote", it.Remote, "turn", it.Turn)
+		case remote.IsStatus(err, http.StatusNotFound), remote.IsStatus(err, http.StatusBadRequest):
+			o.d.log.Error("response undeliverable; dropped", "remote", it.Remote, "turn", it.Turn, "err", err)
+		default:
+			o.delay(it.Remote, err)
+			left++
+			continue
+		}
+		o.mu.Lock()
+		delete(o.fails, it.Remote)
+		o.mu.Unlock()
+		if err := o.d.store.Delivered(it.Seq); err != nil {
+			o.d.log.Error("outbox", "err", err)
+		}
+	}
+	return left
+}
+
+// delay backs a remote off exponentially, logging the first failure only.
+func (o *outbox) delay(remoteName string, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := o.fails[remoteName]
+	o.fails[remoteName] = n + 1
+	if n == 0 {
+		o.d.log.Warn("outbox: remote unavailable; responses kept and retried", "remote", remoteName, "err", err)
+	}
+	d := min(time.Duration(1<<min(n, 6))*250*time.Millisecond, 15*time.Second)
+	o.backoff[remoteName] = time.Now().Add(d/2 + rand.N(d/2+1))
+}
+
+// drain tries to deliver everything within d (shutdown).
+func (o *outbox) drain(d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for {
+		o.mu.Lock()
+		o.backoff = map[string]time.Time{}
+		o.mu.Unlock()
+		if o.flush(ctx) == 0 || ctx.Err() != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,224 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nerve-agents/nerve/adapter"
+	"github.com/nerve-agents/nerve/remote"
+	"github.com/nerve-agents/nerve/store"
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// errClaimLost ends an adapter whose lease the server no longer grants
+// (lost, or the thread was cancelled): its answer would be refused.
+var errClaimLost = errors.New("claim lost")
+
+// RunTurn runs a claimed remote turn (a do: turn reflex): claim recorded,
+// adapter run with heartbeats while it lives, answer extracted and put in
+// the outbox before it is sent. It returns at once; done frees the slot.
+func (r *runner) RunTurn(remoteName string, t remote.Turn, adapterName string, done func()) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer done()
+		r.runRemoteTurn(remoteName, t, adapterName)
+	}()
+}
+
+// ReleaseTurn gives a claimed turn back to the queue.
+func (r *runner) ReleaseTurn(remoteName string, t remote.Turn, done func()) {
+	defer done()
+	r.release(remoteName, t)
+}
+
+func (r *runner) release(remoteName string, t remote.Turn) {
+	cl, err := remote.ForConfig(r.d.config(), remoteName)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = cl.Release(ctx, t.Turn, t.Claim)
+		cancel()
+	}
+	if err != nil && !remote.IsClaimLost(err) && !remote.IsStatus(err, 404) {
+		r.d.log.Warn("release turn", "remote", remoteName, "turn", t.Turn, "err", err)
+	}
+	_ = r.d.store.DeleteClaim(remoteName, t.Turn)
+}
+
+func (r *runner) runRemoteTurn(remoteName string, t remote.Turn, adapterName string) {
+	cfg := r.d.config()
+	cl, err := remote.ForConfig(cfg, remoteName)
+	if err != nil {
+		r.d.log.Error("remote turn", "remote", remoteName, "err", err)
+		return
+	}
+	if err := r.d.store.PutClaim(store.ClaimRecord{Remote: remoteName, Turn: t, Adapter: adapterName, StartedAt: time.Now().UTC()}); err != nil {
+		r.d.log.Error("record claim", "turn", t.Turn, "err", err)
+		r.release(remoteName, t)
+		return
+	}
+	if r.isDraining() {
+		r.release(remoteName, t)
+		return
+	}
+	ctx, cancel := context.WithCancelCause(r.ctx)
+	defer cancel(nil)
+	hbDone := r.heartbeat(ctx, cancel, cl, t)
+	resp, ok := r.execRemote(ctx, cl, remoteName, t, adapterName)
+	cancel(nil)
+	<-hbDone
+	if !ok {
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, errClaimLost):
+			r.d.log.Info("dropped a turn whose claim was lost", "remote", remoteName, "turn", t.Turn)
+			_ = r.d.store.DeleteClaim(remoteName, t.Turn)
+		default: // shutdown: give the turn back for another agent
+			r.release(remoteName, t)
+		}
+		return
+	}
+	item, err := r.d.store.Enqueue(store.OutboxItem{Remote: remoteName, Turn: t.Turn, Thread: t.Thread, Response: resp, QueuedAt: time.Now().UTC()})
+	if err != nil {
+		r.d.log.Error("queue response", "turn", t.Turn, "err", err)
+		return
+	}
+	r.d.outbox.kick(item)
+}
+
+// execRemote runs the adapter for a remote turn; ok is false when the
+// turn was interrupted (claim lost, shutdown) and has no answer.
+func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName string, t remote.Turn, adapterName string) (remote.Response, bool) {
+	cfg := r.d.config()
+	resp := remote.Response{Claim: t.Claim, Adapter: adapterName}
+	fail := func(kind string, err error) (remote.Response, bool) {
+		resp.Error = &workflow.MessageError{Kind: kind, Message: err.Error()}
+		return resp, true
+	}
+	ac, ok := cfg.AdapterConfig(adapterName)
+	if !ok {
+		return fail("adapter", fmt.Errorf("unknown adapter %q on agent %s", adapterName, cfg.Agent.Name))
+	}
+	ad, err := adapter.New(adapterName, ac)
+	if err != nil {
+		return fail("adapter", err)
+	}
+	ref := workflow.Ref{Remote: remoteName, Workflow: t.Workflow, Thread: t.Thread}.String()
+	history, err := cl.Messages(ctx, t.Thread, workflow.Filter{})
+	if err != nil && ctx.Err() == nil {
+		r.d.log.Warn("read remote thread for its snapshot", "thread", ref, "err", err)
+	}
+	snapKey := remoteName + "--" + t.Workflow + "--" + t.Thread
+	snap, err := r.snaps.update(snapKey, history)
+	if err != nil {
+		return fail("adapter", fmt.Errorf("write thread snapshot: %w", err))
+	}
+	defer r.snaps.remove(snapKey)
+	workdir := r.d.paths.Home
+	req := adapter.Request{
+		Prompt:  t.Prompt,
+		Workdir: workdir,
+		Env: []string{"NERVE_THREAD=" + ref, "NERVE_ROLE=" + t.Role, "NERVE_STEP=" + strconv.Itoa(t.Step),
+			"NERVE_WORKDIR=" + workdir, "NERVE_THREAD_SNAPSHOT=" + snap, "NERVE_HOME=" + r.d.paths.Home,
+			"PATH=" + r.pathWithNerve()},
+		OnStart: func(pid int) { r.recordProc(remoteName+"-"+t.Turn, t.Step, pid) },
+	}
+	defer r.forgetProc(remoteName+"-"+t.Turn, t.Step)
+	active := ActiveTurn{Thread: ref, Step: t.Step, Role: t.Role, Adapter: adapterName, StartedAt: time.Now().UTC()}
+	r.setActive(active, true)
+	res, err := ad.Run(ctx, req)
+	r.setActive(active, false)
+	if ctx.Err() != nil {
+		return resp, false
+	}
+	if err != nil {
+		var ae *adapter.Error
+		if errors.As(err, &ae) {
+			resp.Usage = ae.Usage
+		}
+		kind := "adapter"
+		if errors.Is(err, adapter.ErrTimeout) {
+			kind = "timeout"
+		}
+		return fail(kind, err)
+	}
+	resp.Content, resp.Usage = res.Content, &res.Usage
+	if role := r.d.remoteRole(ctx, cl, remoteName, t.Workflow, t.Role); role != nil {
+		x := &workflow.Extractor{Endpoint: cfg.Extract}
+		meta, err := x.Extract(ctx, role, res.Content)
+		if err != nil {
+			resp.Error = &workflow.MessageError{Kind: "extract", Message: err.Error()}
+		}
+		resp.Meta = meta
+	}
+	return resp, true
+}
+
+// heartbeat renews the lease about three times per lease while the turn
+// runs; a lost claim or a cancelled thread cancels the turn.
+func (r *runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, cl *remote.Client, t remote.Turn) <-chan struct{} {
+	done := make(chan struct{})
+	lease := time.Until(t.LeaseExpires)
+	if lease <= 0 {
+		lease = time.Minute
+	}
+	every := max(lease/3, 100*time.Millisecond)
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			hctx, hcancel := context.WithTimeout(ctx, every)
+			_, cancelled, err := cl.Heartbeat(hctx, t.Turn, t.Claim)
+			hcancel()
+			switch {
+			case remote.IsClaimLost(err) || remote.IsStatus(err, 404) || cancelled:
+				r.d.log.Info("turn taken back by the remote; stopping its adapter", "turn", t.Turn, "cancelled", cancelled)
+				cancel(errClaimLost)
+				return
+			case err != nil && ctx.Err() == nil:
+				r.d.log.Warn("heartbeat failed; retrying", "turn", t.Turn, "err", err)
+			}
+		}
+	}()
+	return done
+}
+
+// remoteDefs caches remote definitions by remote, workflow and version,
+// for the meta schema of a role.
+type remoteDefs struct {
+	mu   sync.Mutex
+	defs map[string]*workflow.Definition
+}
+
+// remoteRole returns the role's definition, or nil when the workflow
+// cannot be read (then no structured output is extracted).
+func (d *Daemon) remoteRole(ctx context.Context, cl *remote.Client, remoteName, wf, role string) *workflow.Role {
+	w, err := cl.Workflow(ctx, wf)
+	if err != nil {
+		d.log.Warn("read remote workflow", "remote", remoteName, "workflow", wf, "err", err)
+		return nil
+	}
+	key := remoteName + "/" + wf + "@" + w.Version
+	d.rdefs.mu.Lock()
+	def, ok := d.rdefs.defs[key]
+	d.rdefs.mu.Unlock()
+	if !ok {
+		if def, err = workflow.ParseSource(key, []byte(w.Source)); err != nil {
+			d.log.Warn("parse remote workflow", "workflow", key, "err", err)
+			return nil
+		}
+		d.rdefs.mu.Lock()
+		d.rdefs.defs[key] = def
+		d.rdefs.mu.Unlock()
+	}
+	return def.Roles[role]
+}
