@@ -168,3 +168,9 @@ func (c *Client) Workflow(ctx context.Context, name string) (*Workflow, error) {
 	var w Workflow
 	return &w, c.Do(ctx, http.MethodGet, "/v1/workflows/"+url.PathEscape(name), nil, &w)
 }
+
+// Trace returns a thread's events so far.
+func (c *Client) Trace(ctx context.Context, id string) ([]workflow.Event, error) {
+	var out []workflow.Event
+	return out, c.Do(ctx, http.MethodGet, "/v1/threads/"+url.PathEscape(id)+"/trace", nil, &out)
+}

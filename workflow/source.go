@@ -31,3 +31,40 @@ func inlineModerator(data []byte, src string) ([]byte, error) {
 func ParseSource(name string, src []byte) (*Definition, error) {
 	return Parse(name, src, nil)
 }
+
+// CloudSource returns the definition as published to a Khala server:
+// moderator inlined, binding cloud, and no adapters, since which CLI plays
+// a role is each machine owner's choice (their reflexes), not the
+// workflow's.
+func (d *Definition) CloudSource() ([]byte, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(d.Source, &root); err != nil {
+		return nil, err
+	}
+	m := root.Content[0]
+	hasBinding := false
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		switch m.Content[i].Value {
+		case "binding":
+			m.Content[i+1] = &yaml.Node{Kind: yaml.ScalarNode, Value: BindingCloud}
+			hasBinding = true
+		case "roles":
+			for _, role := range m.Content[i+1].Content {
+				if role.Kind != yaml.MappingNode {
+					continue
+				}
+				for j := 0; j+1 < len(role.Content); j += 2 {
+					if role.Content[j].Value == "adapter" {
+						role.Content = append(role.Content[:j], role.Content[j+2:]...)
+						break
+					}
+				}
+			}
+		}
+	}
+	if !hasBinding {
+		m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "binding"},
+			&yaml.Node{Kind: yaml.ScalarNode, Value: BindingCloud})
+	}
+	return yaml.Marshal(&root)
+}

@@ -83,9 +83,19 @@ func threadMessagesRun(ctx context.Context, f *Factory, opts *threadMessagesOpti
 		}
 		msgs = filter.Apply(all)
 	} else {
-		ref, err := localRef(f, opts.Ref, true)
+		ref, err := threadRef(opts.Ref)
 		if err != nil {
 			return err
+		}
+		if ref.Remote != "" {
+			c, err := remoteClient(f, ref.Remote)
+			if err != nil {
+				return err
+			}
+			if msgs, err = c.Messages(ctx, ref.Thread, filter); err != nil {
+				return remoteUsage(err)
+			}
+			return printMessages(f, msgs, opts.JSON)
 		}
 		c, err := f.daemonClient(ctx)
 		if err != nil {
@@ -98,7 +108,11 @@ func threadMessagesRun(ctx context.Context, f *Factory, opts *threadMessagesOpti
 			return err
 		}
 	}
-	if opts.JSON {
+	return printMessages(f, msgs, opts.JSON)
+}
+
+func printMessages(f *Factory, msgs []workflow.Message, asJSON bool) error {
+	if asJSON {
 		enc := json.NewEncoder(f.IO.Out)
 		for _, m := range msgs {
 			if err := enc.Encode(m); err != nil {

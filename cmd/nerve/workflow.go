@@ -16,35 +16,20 @@ func newCmdWorkflow(f *Factory) *cobra.Command {
 		Use:   "workflow",
 		Short: "List, run, follow and cancel workflows",
 	}
-	cmd.AddCommand(newCmdWorkflowList(f, nil), newCmdWorkflowRun(f, nil), newCmdWorkflowLogs(f, nil), newCmdWorkflowCancel(f))
+	cmd.AddCommand(newCmdWorkflowList(f, nil), newCmdWorkflowRun(f, nil), newCmdWorkflowLogs(f, nil), newCmdWorkflowCancel(f), newCmdWorkflowPush(f))
 	return cmd
 }
 
-// localRef resolves a REF#THREAD argument for a local thread.
-func localRef(f *Factory, arg string, needThread bool) (workflow.Ref, error) {
+// threadRef parses a REF#THREAD argument that must name a thread.
+func threadRef(arg string) (workflow.Ref, error) {
 	ref, err := workflow.ParseRef(arg)
 	if err != nil {
 		return ref, err
 	}
-	if needThread && ref.Thread == "" {
+	if ref.Thread == "" {
 		return ref, usageErrorf("e.g. "+arg+"#thread-1; list threads with 'nerve workflow logs "+arg+"'", "%s names no thread", arg)
 	}
-	if ref.Remote != "" {
-		return ref, remoteUnsupported(f, ref.Remote)
-	}
 	return ref, nil
-}
-
-// remoteUnsupported explains a REMOTE/ ref this build cannot serve yet.
-func remoteUnsupported(f *Factory, remote string) error {
-	cfg, err := f.Config()
-	if err != nil {
-		return err
-	}
-	if _, ok := cfg.Remotes[remote]; !ok {
-		return usageErrorf("add it with 'nerve remote add "+remote+" URL' (or fix the ref)", "unknown remote %q", remote)
-	}
-	return usageErrorf("run the workflow locally for now", "remote workflows are not available in this build (remote %q)", remote)
 }
 
 // parseInputs merges --input-file (a JSON or YAML object) and --input

@@ -14,9 +14,12 @@ func newCmdWorkflowCancel(f *Factory) *cobra.Command {
 		Short: "Cancel a running thread; its running adapters are killed",
 		Args:  exactArgs(1, "name the thread to cancel"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ref, err := localRef(f, args[0], true)
+			ref, err := threadRef(args[0])
 			if err != nil {
 				return err
+			}
+			if ref.Remote != "" {
+				return remoteCancel(cmd.Context(), f, ref, asJSON)
 			}
 			c, err := f.daemonClient(cmd.Context())
 			if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"text/tabwriter"
@@ -20,6 +21,8 @@ type listEntry struct {
 	Remote      string `json:"remote"`
 	Binding     string `json:"binding"`
 	Description string `json:"description"`
+	// Error says why a remote's workflows could not be listed.
+	Error string `json:"error,omitempty"`
 }
 
 func newCmdWorkflowList(f *Factory, runF func(*workflowListOptions) error) *cobra.Command {
@@ -33,14 +36,14 @@ func newCmdWorkflowList(f *Factory, runF func(*workflowListOptions) error) *cobr
 			if runF != nil {
 				return runF(opts)
 			}
-			return workflowListRun(f, opts)
+			return workflowListRun(cmd.Context(), f, opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print a JSON array")
 	return cmd
 }
 
-func workflowListRun(f *Factory, opts *workflowListOptions) error {
+func workflowListRun(ctx context.Context, f *Factory, opts *workflowListOptions) error {
 	dirs, err := workflowDirs(f)
 	if err != nil {
 		return err
@@ -54,6 +57,7 @@ func workflowListRun(f *Factory, opts *workflowListOptions) error {
 		}
 		out = append(out, listEntry{Ref: e.Name, Name: e.Name, Binding: e.Def.Binding, Description: e.Def.Description})
 	}
+	out = append(out, remoteEntries(ctx, f)...)
 	if opts.JSON {
 		return json.NewEncoder(f.IO.Out).Encode(out)
 	}
@@ -63,6 +67,10 @@ func workflowListRun(f *Factory, opts *workflowListOptions) error {
 	}
 	tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
 	for _, e := range out {
+		if e.Error != "" {
+			fmt.Fprintf(tw, "%s\t(%s)\t\n", e.Ref, e.Error)
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Ref, e.Binding, e.Description)
 	}
 	return tw.Flush()

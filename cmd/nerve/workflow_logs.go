@@ -42,9 +42,12 @@ func newCmdWorkflowLogs(f *Factory, runF func(*workflowLogsOptions) error) *cobr
 }
 
 func workflowLogsRun(ctx context.Context, f *Factory, opts *workflowLogsOptions) error {
-	ref, err := localRef(f, opts.Ref, false)
+	ref, err := workflow.ParseRef(opts.Ref)
 	if err != nil {
 		return err
+	}
+	if ref.Remote != "" {
+		return remoteLogs(ctx, f, ref, opts)
 	}
 	c, err := f.daemonClient(ctx)
 	if err != nil {

@@ -69,12 +69,15 @@ func workflowRunRun(ctx context.Context, f *Factory, opts *workflowRunOptions) e
 		}
 		req.File = opts.Ref
 	} else {
-		ref, err := localRef(f, opts.Ref, false)
+		ref, err := workflow.ParseRef(opts.Ref)
 		if err != nil {
 			return err
 		}
 		if ref.Thread != "" {
 			return usageErrorf("to follow a thread use 'nerve workflow logs "+opts.Ref+" -f'", "%s names a thread; run takes a workflow", opts.Ref)
+		}
+		if ref.Remote != "" {
+			return remoteRun(ctx, f, ref, opts)
 		}
 		req.Workflow = ref.Workflow
 	}

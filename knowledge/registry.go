@@ -1,0 +1,115 @@
+package knowledge
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// RegistryFile is the file in NERVE_HOME that remembers synced repositories.
+const RegistryFile = "knowledge-repos.json"
+
+// Registry is the set of repositories synced from this NERVE_HOME, so a
+// global query can find them.
+type Registry struct {
+	Home string
+}
+
+// RepoEntry is one remembered repository.
+type RepoEntry struct {
+	Path     string    `json:"path"`
+	SyncedAt time.Time `json:"synced_at"`
+}
+
+type registryDoc struct {
+	Repos []RepoEntry `json:"repos"`
+}
+
+func (r Registry) file() string { return filepath.Join(r.Home, RegistryFile) }
+
+// List returns the remembered repositories, sorted by path.
+func (r Registry) List() ([]RepoEntry, error) {
+	data, err := os.ReadFile(r.file())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", r.file(), err)
+	}
+	var doc registryDoc
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("read %s: %w", r.file(), err)
+	}
+	sort.Slice(doc.Repos, func(i, j int) bool { return doc.Repos[i].Path < doc.Repos[j].Path })
+	return doc.Repos, nil
+}
+
+// Remember records root as synced now. Concurrent syncs of different
+// repositories serialise on a lock file, so neither entry is lost.
+func (r Registry) Remember(root string, at time.Time) error {
+	if err := os.MkdirAll(r.Home, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", r.Home, err)
+	}
+	lock, err := os.OpenFile(r.file()+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("lock %s: %w", r.file(), err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("lock %s: %w", r.file(), err)
+	}
+	repos, err := r.List()
+	if err != nil {
+		repos = nil // a corrupt file is rebuilt from what syncs say next
+	}
+	found := false
+	for i := range repos {
+		if repos[i].Path == root {
+			repos[i].SyncedAt, found = at.UTC(), true
+		}
+	}
+	if !found {
+		repos = append(repos, RepoEntry{Path: root, SyncedAt: at.UTC()})
+	}
+	data, err := json.MarshalIndent(registryDoc{Repos: repos}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(r.file(), append(data, '\n'), 0o600)
+}
+
+// writeFileAtomic writes data to a temp file beside name, syncs it and
+// renames it over name, so a reader sees the old file or the new one.
+func writeFileAtomic(name string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := os.Rename(tmp.Name(), name); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
+}
