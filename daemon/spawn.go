@@ -50,6 +50,11 @@ func Spawn(ctx context.Context, exe string, home string, extraArgs ...string) (i
 		}
 		select {
 		case err := <-exited:
+			// Another CLI may have started one at the same moment: ours
+			// lost the lock and exited, and theirs serves.
+			if st, serr := c.Status(ctx); serr == nil {
+				return st.PID, nil
+			}
 			return 0, fmt.Errorf("daemon exited at start (%v): %s", err, logTail(paths.Log(), start))
 		case <-ctx.Done():
 			return 0, ctx.Err()

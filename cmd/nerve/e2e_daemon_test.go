@@ -142,15 +142,17 @@ func TestE2ECancelKillsTheAdapterGroup(t *testing.T) {
 // running in the daemon.
 func TestE2EThreadOutlivesTheCLI(t *testing.T) {
 	e := newEnv(t)
-	def := slowWorkflow(e, 2, "sleep 0.5\necho done\n")
+	def := slowWorkflow(e, 2, "sleep 2\necho done\n")
 	cmd := exec.Command(nerveBin, "workflow", "run", def)
 	cmd.Env = append(os.Environ(), "NERVE_HOME="+e.home)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the thread to start", func() bool {
-		_, err := os.Stat(filepath.Join(e.home, "nerve.pid"))
-		return err == nil && e.run("workflow", "logs", "slow").code == 0 && strings.Contains(e.run("workflow", "logs", "slow").stdout, "running")
+		if _, err := os.Stat(filepath.Join(e.home, "nerve.pid")); err != nil {
+			return false
+		}
+		return strings.Contains(e.run("workflow", "logs", "slow").stdout, "slow#thread-1")
 	})
 	cmd.Process.Kill()
 	cmd.Wait()
