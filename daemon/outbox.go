@@ -46,6 +46,9 @@ func (o *outbox) run(ctx context.Context) {
 			return
 		case <-o.wake:
 		case <-tick.C:
+			if err := o.d.store.FlushDelivered(); err != nil {
+				o.d.log.Error("outbox", "err", err)
+			}
 		}
 	}
 }
@@ -98,9 +101,7 @@ func (o *outbox) flush(ctx context.Context) int {
 		o.mu.Lock()
 		delete(o.fails, it.Remote)
 		o.mu.Unlock()
-		if err := o.d.store.Delivered(it.Seq); err != nil {
-			o.d.log.Error("outbox", "err", err)
-		}
+		o.d.store.Delivered(it.Seq)
 	}
 	return left
 }
@@ -127,6 +128,7 @@ func (o *outbox) drain(d time.Duration) {
 		o.backoff = map[string]time.Time{}
 		o.mu.Unlock()
 		if o.flush(ctx) == 0 || ctx.Err() != nil {
+			_ = o.d.store.FlushDelivered()
 			return
 		}
 		select {

@@ -46,7 +46,7 @@ func (r *runner) release(remoteName string, t remote.Turn) {
 	if err != nil && !remote.IsClaimLost(err) && !remote.IsStatus(err, 404) {
 		r.d.log.Warn("release turn", "remote", remoteName, "turn", t.Turn, "err", err)
 	}
-	_ = r.d.store.DeleteClaim(remoteName, t.Turn)
+	r.deleteClaim(remoteName, t.Turn)
 }
 
 func (r *runner) runRemoteTurn(remoteName string, t remote.Turn, adapterName string) {
@@ -56,7 +56,7 @@ func (r *runner) runRemoteTurn(remoteName string, t remote.Turn, adapterName str
 		r.d.log.Error("remote turn", "remote", remoteName, "err", err)
 		return
 	}
-	if err := r.d.store.PutClaim(store.ClaimRecord{Remote: remoteName, Turn: t, Adapter: adapterName, StartedAt: time.Now().UTC()}); err != nil {
+	if err := r.putClaim(claimRecord{Remote: remoteName, Turn: t, Adapter: adapterName, StartedAt: time.Now().UTC()}); err != nil {
 		r.d.log.Error("record claim", "turn", t.Turn, "err", err)
 		r.release(remoteName, t)
 		return
@@ -75,7 +75,7 @@ func (r *runner) runRemoteTurn(remoteName string, t remote.Turn, adapterName str
 		switch cause := context.Cause(ctx); {
 		case errors.Is(cause, errClaimLost):
 			r.d.log.Info("dropped a turn whose claim was lost", "remote", remoteName, "turn", t.Turn)
-			_ = r.d.store.DeleteClaim(remoteName, t.Turn)
+			r.deleteClaim(remoteName, t.Turn)
 		default: // shutdown: give the turn back for another agent
 			r.release(remoteName, t)
 		}
@@ -86,6 +86,7 @@ func (r *runner) runRemoteTurn(remoteName string, t remote.Turn, adapterName str
 		r.d.log.Error("queue response", "turn", t.Turn, "err", err)
 		return
 	}
+	r.deleteClaim(remoteName, t.Turn) // the outbox has it now
 	r.d.outbox.kick(item)
 }
 
@@ -107,11 +108,15 @@ func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName s
 		return fail("adapter", err)
 	}
 	ref := workflow.Ref{Remote: remoteName, Workflow: t.Workflow, Thread: t.Thread}.String()
-	history, err := cl.Messages(ctx, t.Thread, workflow.Filter{})
+	snapKey := remoteName + "--" + t.Workflow + "--" + t.Thread
+	// The role's definition (for its meta schema) is read while the
+	// adapter runs; it is only needed after.
+	roleCh := make(chan *workflow.Role, 1)
+	go func() { roleCh <- r.d.remoteRole(ctx, cl, remoteName, t.Workflow, t.Role) }()
+	history, err := r.hist.get(ctx, cl, snapKey, t.Thread)
 	if err != nil && ctx.Err() == nil {
 		r.d.log.Warn("read remote thread for its snapshot", "thread", ref, "err", err)
 	}
-	snapKey := remoteName + "--" + t.Workflow + "--" + t.Thread
 	snap, err := r.snaps.update(snapKey, history)
 	if err != nil {
 		return fail("adapter", fmt.Errorf("write thread snapshot: %w", err))
@@ -146,7 +151,7 @@ func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName s
 		return fail(kind, err)
 	}
 	resp.Content, resp.Usage = res.Content, &res.Usage
-	if role := r.d.remoteRole(ctx, cl, remoteName, t.Workflow, t.Role); role != nil {
+	if role := <-roleCh; role != nil {
 		x := &workflow.Extractor{Endpoint: cfg.Extract}
 		meta, err := x.Extract(ctx, role, res.Content)
 		if err != nil {

@@ -23,12 +23,13 @@ type runner struct {
 	draining bool
 	idle     chan struct{} // closed and replaced when active drops to 0
 	snaps    *snapshots
+	hist     *histories
 }
 
 func newRunner(d *Daemon, ctx context.Context) *runner {
 	return &runner{d: d, ctx: ctx, threads: map[string]context.CancelCauseFunc{},
 		active: map[string]ActiveTurn{}, idle: make(chan struct{}),
-		snaps: newSnapshots(d.paths.Snapshots())}
+		snaps: newSnapshots(d.paths.Snapshots()), hist: newHistories()}
 }
 
 func (r *runner) engine() *workflow.Engine {

@@ -107,12 +107,7 @@ func (r *runner) StartWorkflow(name string, input map[string]any) error {
 // were killed (killStaleProcs), so each turn is released for another
 // agent, or dropped if the remote no longer grants it.
 func (r *runner) reconcile() {
-	claims, err := r.d.store.Claims()
-	if err != nil {
-		r.d.log.Error("read claims", "err", err)
-		return
-	}
-	for _, c := range claims {
+	for _, c := range r.claims() {
 		r.d.log.Info("releasing a turn held before a restart", "remote", c.Remote, "turn", c.Turn.Turn)
 		r.release(c.Remote, c.Turn)
 	}

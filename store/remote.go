@@ -8,19 +8,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-var (
-	bucketClaims = []byte("claims") // remote/turn -> ClaimRecord
-	bucketOutbox = []byte("outbox") // sequence -> OutboxItem
-)
-
-// ClaimRecord is a remote turn this daemon holds: what a restart after a
-// crash must give back.
-type ClaimRecord struct {
-	Remote    string      `json:"remote"`
-	Turn      remote.Turn `json:"turn"`
-	Adapter   string      `json:"adapter"`
-	StartedAt time.Time   `json:"started_at"`
-}
+var bucketOutbox = []byte("outbox") // sequence -> OutboxItem
 
 // OutboxItem is a response waiting to be delivered.
 type OutboxItem struct {
@@ -32,74 +20,44 @@ type OutboxItem struct {
 	QueuedAt time.Time       `json:"queued_at"`
 }
 
-func claimKey(remoteName, turn string) []byte { return []byte(remoteName + "/" + turn) }
-
 func (s *Store) ensureRemoteBuckets() error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketClaims, bucketOutbox} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// PutClaim records a claimed turn before its adapter starts.
-func (s *Store) PutClaim(c ClaimRecord) error {
-	raw, err := json.Marshal(c)
-	if err != nil {
+		_, err := tx.CreateBucketIfNotExists(bucketOutbox)
 		return err
-	}
-	return s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketClaims).Put(claimKey(c.Remote, c.Turn.Turn), raw)
 	})
 }
 
-// DeleteClaim forgets a claim (released, lost, or answered).
-func (s *Store) DeleteClaim(remoteName, turn string) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketClaims).Delete(claimKey(remoteName, turn))
-	})
-}
-
-// Claims lists the claims recorded as held.
-func (s *Store) Claims() ([]ClaimRecord, error) {
-	var out []ClaimRecord
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketClaims).ForEach(func(_, v []byte) error {
-			var c ClaimRecord
-			if err := json.Unmarshal(v, &c); err != nil {
-				return err
-			}
-			out = append(out, c)
-			return nil
-		})
-	})
-	return out, err
-}
-
-// Enqueue puts a response in the outbox and drops its claim record, in
-// one transaction: from here the response is delivered, whatever happens
-// to this process.
+// Enqueue puts a response in the outbox, durably: from here it is
+// delivered whatever happens to this process. The same transaction drops
+// the items marked delivered since the last one.
 func (s *Store) Enqueue(item OutboxItem) (OutboxItem, error) {
+	done := s.takeDelivered()
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketOutbox)
+		if err := deleteSeqs(b, done); err != nil {
+			return err
+		}
 		item.Seq, _ = b.NextSequence()
 		raw, err := json.Marshal(item)
 		if err != nil {
 			return err
 		}
-		if err := b.Put(u64(item.Seq), raw); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketClaims).Delete(claimKey(item.Remote, item.Turn))
+		return b.Put(u64(item.Seq), raw)
 	})
+	if err != nil {
+		s.restoreDelivered(done)
+	}
 	return item, err
 }
 
 // Outbox lists undelivered responses, oldest first.
 func (s *Store) Outbox() ([]OutboxItem, error) {
+	s.mu.Lock()
+	skip := make(map[uint64]bool, len(s.delivered))
+	for seq := range s.delivered {
+		skip[seq] = true
+	}
+	s.mu.Unlock()
 	var out []OutboxItem
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketOutbox).ForEach(func(_, v []byte) error {
@@ -107,16 +65,61 @@ func (s *Store) Outbox() ([]OutboxItem, error) {
 			if err := json.Unmarshal(v, &it); err != nil {
 				return err
 			}
-			out = append(out, it)
+			if !skip[it.Seq] {
+				out = append(out, it)
+			}
 			return nil
 		})
 	})
 	return out, err
 }
 
-// Delivered removes a response from the outbox.
-func (s *Store) Delivered(seq uint64) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketOutbox).Delete(u64(seq))
-	})
+// Delivered marks a response delivered. Its deletion rides on the next
+// write (Enqueue or FlushDelivered) instead of costing an fsync of its
+// own: if a crash loses the mark, the response is sent again and the
+// server refuses the duplicate (409), which the outbox treats as done.
+func (s *Store) Delivered(seq uint64) {
+	s.mu.Lock()
+	s.delivered[seq] = true
+	s.mu.Unlock()
+}
+
+// FlushDelivered deletes the responses marked delivered.
+func (s *Store) FlushDelivered() error {
+	done := s.takeDelivered()
+	if len(done) == 0 {
+		return nil
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error { return deleteSeqs(tx.Bucket(bucketOutbox), done) })
+	if err != nil {
+		s.restoreDelivered(done)
+	}
+	return err
+}
+
+func (s *Store) takeDelivered() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]uint64, 0, len(s.delivered))
+	for seq := range s.delivered {
+		out = append(out, seq)
+	}
+	return out
+}
+
+func (s *Store) restoreDelivered(seqs []uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, seq := range seqs {
+		s.delivered[seq] = true
+	}
+}
+
+func deleteSeqs(b *bolt.Bucket, seqs []uint64) error {
+	for _, seq := range seqs {
+		if err := b.Delete(u64(seq)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -33,8 +33,9 @@ var ErrNotFound = errors.New("not found")
 type Store struct {
 	db *bolt.DB
 
-	mu      sync.Mutex
-	waiters map[string]chan struct{}
+	mu        sync.Mutex
+	waiters   map[string]chan struct{}
+	delivered map[uint64]bool // outbox items delivered, not yet deleted
 }
 
 // Open opens (creating) the database at path, waiting at most timeout for
@@ -57,7 +58,7 @@ func Open(path string, timeout time.Duration) (*Store, error) {
 		}
 		return nil
 	})
-	st := &Store{db: db, waiters: map[string]chan struct{}{}}
+	st := &Store{db: db, waiters: map[string]chan struct{}{}, delivered: map[uint64]bool{}}
 	if err == nil {
 		err = st.ensureRemoteBuckets()
 	}
