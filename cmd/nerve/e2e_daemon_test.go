@@ -219,3 +219,25 @@ func TestE2EHotReload(t *testing.T) {
 		t.Fatalf("status does not report the failed reload: %s", r)
 	}
 }
+
+// An interval sense with a do: workflow reflex starts local threads.
+func TestE2EIntervalReflexStartsWorkflows(t *testing.T) {
+	e := newEnv(t)
+	src, _ := os.ReadFile(repoFile(t, "examples/code-review.yaml"))
+	e.write("workflows/code-review.yaml", string(src))
+	mod, _ := os.ReadFile(repoFile(t, "examples/code-review.jsonata"))
+	e.write("workflows/code-review.jsonata", string(mod))
+	e.write("nerve.yaml", `senses:
+  - {name: tick, kind: interval, every: 1s}
+reflexes:
+  - {on: tick, do: workflow, workflow: code-review, input: {change: "nightly sweep"}}
+`)
+	e.must(0, "daemon", "start")
+	waitFor(t, "a thread started by the reflex to complete", func() bool {
+		return strings.Contains(e.must(0, "workflow", "logs", "code-review").stdout, "completed")
+	})
+	st := e.must(0, "daemon", "status", "--json")
+	if !strings.Contains(st.stdout, `"name":"tick"`) {
+		t.Fatalf("status: %s", st)
+	}
+}
