@@ -181,21 +181,8 @@ func (c *Client) Cancel(ctx context.Context, id string) (*workflow.Thread, error
 
 // Messages queries a thread's messages.
 func (c *Client) Messages(ctx context.Context, id string, f workflow.Filter) ([]workflow.Message, error) {
-	q := url.Values{}
-	if f.Role != "" {
-		q.Set("role", f.Role)
-	}
-	if f.Last > 0 {
-		q.Set("last", strconv.Itoa(f.Last))
-	}
-	if f.Step > 0 {
-		q.Set("step", strconv.Itoa(f.Step))
-	}
-	if !f.Since.IsZero() {
-		q.Set("since", f.Since.Format(time.RFC3339Nano))
-	}
 	var ms []workflow.Message
-	return ms, c.do(ctx, http.MethodGet, "/v1/threads/"+url.PathEscape(id)+"/messages?"+q.Encode(), nil, &ms)
+	return ms, c.do(ctx, http.MethodGet, "/v1/threads/"+url.PathEscape(id)+"/messages?"+f.Values().Encode(), nil, &ms)
 }
 
 // Events calls fn for each event of a thread after seq; with follow it

@@ -193,7 +193,7 @@ func (d *Daemon) handleMessages(w http.ResponseWriter, r *http.Request) {
 	if t == nil {
 		return
 	}
-	f, err := filterFromQuery(r)
+	f, err := workflow.ParseFilter(r.URL.Query())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, codeUsage, err.Error(), "")
 		return
@@ -213,28 +213,6 @@ func (d *Daemon) handleShutdown(w http.ResponseWriter, r *http.Request) {
 		p, _ := os.FindProcess(os.Getpid())
 		_ = p.Signal(terminateSignal)
 	}()
-}
-
-func filterFromQuery(r *http.Request) (workflow.Filter, error) {
-	q := r.URL.Query()
-	f := workflow.Filter{Role: q.Get("role")}
-	var err error
-	if s := q.Get("last"); s != "" {
-		if f.Last, err = strconv.Atoi(s); err != nil || f.Last < 0 {
-			return f, fmt.Errorf("last=%q is not a count", s)
-		}
-	}
-	if s := q.Get("step"); s != "" {
-		if f.Step, err = strconv.Atoi(s); err != nil || f.Step < 0 {
-			return f, fmt.Errorf("step=%q is not a step number", s)
-		}
-	}
-	if s := q.Get("since"); s != "" {
-		if f.Since, err = time.Parse(time.RFC3339Nano, s); err != nil {
-			return f, fmt.Errorf("since=%q is not an RFC 3339 time", s)
-		}
-	}
-	return f, nil
 }
 
 type usageErr struct{ msg, hint string }
