@@ -159,7 +159,7 @@ func decodeRun(t *testing.T, r result) runJSON {
 }
 
 // waitFor polls cond (for at most 20s) — for waiting on other processes.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {

@@ -25,6 +25,7 @@ func newCmdRoot(f *Factory) *cobra.Command {
 		newCmdExampleAgent(f),
 		newCmdInit(f, nil),
 		newCmdRemote(f),
+		newCmdKhala(f),
 		newCmdKnowledge(f),
 	)
 	return root

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkRemoteTurn measures a remote turn through a real daemon: claim
+// → exec adapter `true` → response → moderator → next claim, one thread of
+// b.N sequential turns on a real Khala server. Run with -benchtime 200x.
+// p50-ms is the median time between consecutive answers in the trace.
+func BenchmarkRemoteTurn(b *testing.B) {
+	k := startKhala(b)
+	tok := k.enrollToken(b, 1)
+	home, _ := os.MkdirTemp("", "nbr")
+	defer os.RemoveAll(home)
+	env := append(os.Environ(), "NERVE_HOME="+home)
+	run := func(args ...string) string {
+		cmd := exec.Command(nerveBin, args...)
+		cmd.Env = env
+		out, err := cmd.Output()
+		if err != nil {
+			b.Fatalf("nerve %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	truePath, _ := exec.LookPath("true")
+	os.WriteFile(filepath.Join(home, "nerve.yaml"), []byte(fmt.Sprintf(`agent: {name: bench, max_concurrent_turns: 1}
+remotes:
+  origin: {url: "%s"}
+adapters:
+  t: {type: exec, command: [%s]}
+senses:
+  - {name: q, kind: khala, remote: origin}
+reflexes:
+  - {on: q, do: turn, adapter: t}
+`, k.url, truePath)), 0o600)
+	run("init", "--remote", "origin="+k.url, "--enroll-token", tok)
+	def := filepath.Join(home, "loop.yaml")
+	os.WriteFile(def, []byte(`workflow: loop
+moderator: 'step < input.n ? {"role": "w"} : {"done": true}'
+inputs: {n: {type: integer}}
+limits: {max_steps: 100000}
+roles:
+  w: {adapter: x, prompt: p}
+`), 0o600)
+	run("workflow", "push", def, "origin")
+	run("daemon", "start")
+	defer run("daemon", "stop")
+	b.ResetTimer()
+	out := run("workflow", "run", "origin/loop", "-i", "n="+strconv.Itoa(b.N), "--json")
+	b.StopTimer()
+	var res struct{ Thread, Status string }
+	json.Unmarshal([]byte(out), &res)
+	if res.Status != "completed" {
+		b.Fatalf("thread: %s", out)
+	}
+	trace := run("workflow", "logs", res.Thread, "--json")
+	var ats []time.Time
+	for _, l := range strings.Split(strings.TrimSpace(trace), "\n") {
+		var m struct {
+			At time.Time `json:"at"`
+		}
+		json.Unmarshal([]byte(l), &m)
+		ats = append(ats, m.At)
+	}
+	var gaps []float64
+	for i := 1; i < len(ats); i++ {
+		gaps = append(gaps, float64(ats[i].Sub(ats[i-1]).Microseconds())/1000)
+	}
+	sort.Float64s(gaps)
+	if len(gaps) > 0 {
+		b.ReportMetric(gaps[len(gaps)/2], "p50-ms")
+		b.ReportMetric(gaps[len(gaps)*95/100], "p95-ms")
+	}
+	b.ReportMetric(float64(b.N), "turns")
+}
+
+// BenchmarkIdleDaemonWithRemote reports the daemon's memory and CPU while
+// its khala sense long-polls an idle queue for a few seconds.
+func BenchmarkIdleDaemonWithRemote(b *testing.B) {
+	k := startKhala(b)
+	tok := k.enrollToken(b, 1)
+	home, _ := os.MkdirTemp("", "nbi")
+	defer os.RemoveAll(home)
+	env := append(os.Environ(), "NERVE_HOME="+home)
+	run := func(args ...string) {
+		cmd := exec.Command(nerveBin, args...)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("nerve %v: %v\n%s", args, err, out)
+		}
+	}
+	os.WriteFile(filepath.Join(home, "nerve.yaml"), []byte(fmt.Sprintf(`remotes:
+  origin: {url: "%s"}
+adapters:
+  t: {type: exec, command: [true]}
+senses:
+  - {name: q, kind: khala, remote: origin}
+reflexes:
+  - {on: q, do: turn, adapter: t}
+`, k.url)), 0o600)
+	run("init", "--remote", "origin="+k.url, "--enroll-token", tok)
+	run("daemon", "start")
+	defer run("daemon", "stop")
+	pidb, _ := os.ReadFile(filepath.Join(home, "nerve.pid"))
+	pid := strings.TrimSpace(string(pidb))
+	time.Sleep(time.Second)
+	cpu0 := procCPU(b, pid)
+	const window = 5 * time.Second
+	time.Sleep(window)
+	cpu := procCPU(b, pid) - cpu0
+	b.ReportMetric(procRSS(b, pid), "MiB")
+	b.ReportMetric(100*cpu.Seconds()/window.Seconds(), "cpu-%")
+	for i := 0; i < b.N; i++ {
+	}
+}
+
+// procCPU is a process's user+system time (clock ticks of 10 ms).
+func procCPU(b *testing.B, pid string) time.Duration {
+	raw, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := string(raw)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	ut, _ := strconv.Atoi(f[11])
+	st, _ := strconv.Atoi(f[12])
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+func procRSS(b *testing.B, pid string) float64 {
+	status, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			kb, _ := strconv.Atoi(strings.Fields(l)[1])
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}

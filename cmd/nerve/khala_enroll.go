@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/khala"
+	"github.com/spf13/cobra"
+)
+
+type khalaEnrollOptions struct {
+	IO   *IOStreams
+	DB   string
+	Uses int
+	TTL  time.Duration
+	JSON bool
+}
+
+func newCmdKhalaEnrollToken(f *Factory, runF func(*khalaEnrollOptions) error) *cobra.Command {
+	opts := &khalaEnrollOptions{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "enroll-token",
+		Short: "Issue an enrollment token with which agents join this Khala server",
+		Long: `nerve khala enroll-token prints a new enrollment token for the Khala database
+(default $NERVE_HOME/khala.db). An agent joins with it once:
+  nerve init --remote origin=URL --enroll-token TOKEN
+
+It works whether or not the server runs: with no server it writes the database
+itself; while 'nerve khala serve' holds the file, it asks that server through
+the admin file the server keeps beside the database (FILE.admin, mode 0600).
+Only the token's hash is stored; the token is shown once.`,
+		Example: `  nerve khala enroll-token
+  nerve khala enroll-token --uses 5 --ttl 72h --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.DB == "" {
+				opts.DB = filepath.Join(config.Home(f.Getenv), "khala.db")
+			}
+			if opts.Uses < 1 {
+				return usageErrorf("a token enrolls at least one agent", "--uses %d: want 1 or more", opts.Uses)
+			}
+			if opts.TTL < 0 {
+				return usageErrorf("use 0 for a token that does not expire", "--ttl %s: a lifetime cannot be negative", opts.TTL)
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return khalaEnrollRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.DB, "db", "", "the server's bbolt database file (default $NERVE_HOME/khala.db)")
+	cmd.Flags().IntVar(&opts.Uses, "uses", 1, "how many agents may enroll with it")
+	cmd.Flags().DurationVar(&opts.TTL, "ttl", 24*time.Hour, "how long it is valid (0: no expiry)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"token", "uses", "expires_at"}`)
+	return cmd
+}
+
+func khalaEnrollRun(ctx context.Context, opts *khalaEnrollOptions) error {
+	resp, via, err := khala.IssueToken(ctx, opts.DB, opts.Uses, opts.TTL)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return json.NewEncoder(opts.IO.Out).Encode(resp)
+	}
+	// The token alone on stdout, so T=$(nerve khala enroll-token) works.
+	fmt.Fprintln(opts.IO.Out, resp.Token)
+	until := "no expiry"
+	if !resp.ExpiresAt.IsZero() {
+		until = "valid until " + resp.ExpiresAt.Local().Format(time.RFC3339)
+	}
+	how := "written to " + opts.DB
+	if via == khala.ViaServer {
+		how = "issued by the server running on " + opts.DB
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "enrollment token for %d agent(s), %s; %s\n", resp.Uses, until, how)
+	return nil
+}

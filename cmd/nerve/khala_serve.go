@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/khala"
+	"github.com/spf13/cobra"
+)
+
+type khalaServeOptions struct {
+	IO       *IOStreams
+	Addr     string
+	DB       string
+	Postgres string
+	LogLevel string
+	Grace    time.Duration
+	MaxBody  int64
+	MaxWait  time.Duration
+}
+
+func newCmdKhalaServe(f *Factory, runF func(*khalaServeOptions) error) *cobra.Command {
+	opts := &khalaServeOptions{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a Khala server on a bbolt file",
+		Long: `nerve khala serve runs the Khala HTTP API v1 on one bbolt file (default
+$NERVE_HOME/khala.db). One process holds the file; a second serve on it fails.
+
+Agents enroll with a token from 'nerve khala enroll-token', which works while
+the server runs: the server writes FILE.admin beside the database (mode 0600,
+its URL and a local admin token) and the command asks it through that.
+
+SIGINT or SIGTERM shut it down gracefully: long polls end, requests in flight
+finish (at most --grace), the file is closed. A second signal exits at once.`,
+		Example: `  nerve khala serve
+  nerve khala serve --addr 0.0.0.0:7700 --db /srv/khala/khala.db`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.DB == "" {
+				opts.DB = filepath.Join(config.Home(f.Getenv), "khala.db")
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return khalaServeRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Addr, "addr", "127.0.0.1:7700", "address to listen on (host:port; port 0 picks one)")
+	cmd.Flags().StringVar(&opts.DB, "db", "", "the bbolt database file (default $NERVE_HOME/khala.db)")
+	cmd.Flags().StringVar(&opts.Postgres, "postgres", "", "serve from PostgreSQL instead (not available yet)")
+	cmd.Flags().StringVar(&opts.LogLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.Flags().DurationVar(&opts.Grace, "grace", 30*time.Second, "how long shutdown waits for requests in flight")
+	cmd.Flags().Int64Var(&opts.MaxBody, "max-body", 4<<20, "largest request body in bytes (larger: 413)")
+	cmd.Flags().DurationVar(&opts.MaxWait, "max-wait", 60*time.Second, "longest claim long poll")
+	return cmd
+}
+
+func khalaServeRun(ctx context.Context, opts *khalaServeOptions) error {
+	if opts.Postgres != "" {
+		return usageErrorf("serve from a bbolt file with --db", "--postgres: the PostgreSQL backend is not built yet")
+	}
+	lvl, err := log.ParseLevel(opts.LogLevel)
+	if err != nil {
+		return usageErrorf("use debug, info, warn or error", "--log-level %q: %v", opts.LogLevel, err)
+	}
+	if _, _, err := net.SplitHostPort(opts.Addr); err != nil {
+		return usageErrorf("give host:port, e.g. 127.0.0.1:7700 or :7700", "--addr %q: %v", opts.Addr, err)
+	}
+	if opts.MaxBody < 1024 {
+		return usageErrorf("give at least 1024", "--max-body %d is too small", opts.MaxBody)
+	}
+	logger := log.NewWithOptions(opts.IO.ErrOut, log.Options{ReportTimestamp: true, TimeFormat: time.RFC3339, Prefix: "khala", Level: lvl})
+	// A second signal, once shutdown has begun, exits at once.
+	go func() {
+		<-ctx.Done()
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		<-sig
+		fmt.Fprintln(opts.IO.ErrOut, "nerve: second signal: exiting without finishing requests")
+		os.Exit(exitFailed)
+	}()
+	err = khala.Serve(ctx, khala.ServeOptions{
+		Addr: opts.Addr, DB: opts.DB, Version: currentVersion().Version,
+		Logger: slog.New(logger), ShutdownGrace: opts.Grace,
+		Server: khala.Options{MaxBody: opts.MaxBody, MaxWait: opts.MaxWait},
+		Ready: func(url string) {
+			fmt.Fprintf(opts.IO.Out, "khala listening on %s (db %s)\n", url, opts.DB)
+		},
+	})
+	if errors.Is(err, khala.ErrLocked) {
+		return &khalaHintError{err: err, hint: "stop the other server, or give this one its own file with --db"}
+	}
+	if err != nil && errors.Is(err, syscall.EADDRINUSE) {
+		return &khalaHintError{err: err, hint: "another process listens there; choose another --addr"}
+	}
+	return err
+}
+
+// khalaHintError is a failure (exit 1) with a hint line.
+type khalaHintError struct {
+	err  error
+	hint string
+}
+
+func (e *khalaHintError) Error() string { return e.err.Error() }
+func (e *khalaHintError) Unwrap() error { return e.err }
+func (e *khalaHintError) Hint() string  { return e.hint }

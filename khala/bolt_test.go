@@ -1,0 +1,123 @@
+package khala
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+func openTestBolt(t *testing.T) *Bolt {
+	t.Helper()
+	b, err := OpenBolt(filepath.Join(t.TempDir(), "k.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// Requests that arrive while a commit is on disk share the next one, and
+// one that breaks its transaction fails alone.
+func TestGroupCommitIsolatesFailures(t *testing.T) {
+	b := openTestBolt(t)
+	hold, held := make(chan struct{}), make(chan struct{})
+	go b.update(func(tx *bolt.Tx) error { // the leader, kept busy
+		close(held)
+		<-hold
+		return nil
+	})
+	<-held
+	boom := errors.New("boom")
+	var wg sync.WaitGroup
+	errs := make([]error, 10)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = b.update(func(tx *bolt.Tx) error {
+				if i == 3 {
+					return boom
+				}
+				return tx.Bucket(bMeta).Put(fmt.Appendf(nil, "k%d", i), []byte("v"))
+			})
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // all ten wait behind the leader
+	close(hold)
+	wg.Wait()
+	for i, err := range errs {
+		if (i == 3) != errors.Is(err, boom) || (i != 3 && err != nil) {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	b.db.View(func(tx *bolt.Tx) error {
+		for i := range errs {
+			if got := tx.Bucket(bMeta).Get(fmt.Appendf(nil, "k%d", i)) != nil; got != (i != 3) {
+				t.Errorf("key %d stored: %v", i, got)
+			}
+		}
+		return nil
+	})
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.update(func(*bolt.Tx) error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("update after close: %v", err)
+	}
+}
+
+func TestTurnRecordRoundTrip(t *testing.T) {
+	now := time.Now().UTC()
+	for _, tk := range []Turn{
+		{ID: "thread-1.1", Thread: "thread-1", Workflow: "w", Step: 1, Role: "r", Instruction: "do", Prompt: "p",
+			State: TurnQueued, Attempt: 1, MaxAttempts: 3, Lease: time.Minute, Idle: time.Hour, FirstQueued: now,
+			QueuedAt: now, IdleAt: now.Add(time.Hour), Rev: 4},
+		{ID: "thread-9.2", Thread: "thread-9", Workflow: "w", Step: 2, Role: "r", State: TurnClaimed, Attempt: 2,
+			Lease: time.Second, Claim: newClaimID(), Agent: "agent-1", FirstQueued: now, QueuedAt: now,
+			ClaimedAt: now, LeaseExpires: now.Add(time.Second), Rev: 9},
+	} {
+		body, err := encodeTurnBody(&tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeTurn(turnValue(headOf(&tk), body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tk) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", got, tk)
+		}
+	}
+	// A closed turn keeps no prompt.
+	closed := Turn{ID: "thread-1.1", Prompt: "secret plan", State: TurnAnswered}
+	body, _ := encodeTurnBody(&closed)
+	if got, _ := decodeTurn(turnValue(headOf(&closed), body)); got.Prompt != "" {
+		t.Fatalf("closed turn kept its prompt")
+	}
+	for _, bad := range [][]byte{nil, {1}, {2, 1}, make([]byte, headSize), append(make([]byte, headSize+1), 200)} {
+		if _, err := decodeTurn(bad); err == nil {
+			t.Errorf("decoded %x", bad)
+		}
+	}
+}
+
+func TestOpenRefusesUnknownFormat(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "k.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Update(func(tx *bolt.Tx) error {
+		b, _ := tx.CreateBucketIfNotExists(bMeta)
+		return b.Put(kFormat, []byte{99})
+	})
+	db.Close()
+	if _, err := OpenBolt(path, time.Second); err == nil {
+		t.Fatal("opened a file of an unknown format")
+	}
+}

@@ -1,0 +1,73 @@
+// Package khala is the Khala server: the shared turn queue of a pool of
+// interchangeable agents. It stores cloud workflow definitions and their
+// threads, routes each thread with the workflow package's moderator (the
+// same engine the daemon runs locally), queues the turns it emits, leases
+// each to exactly one agent at a time, re-queues what a dead agent
+// dropped, and records every event. `nerve khala serve` runs it.
+//
+// # API
+//
+// The Khala HTTP API v1 of DESIGN.md, JSON over HTTP. Every endpoint but
+// GET /v1/health takes Authorization: Bearer TOKEN; errors are
+// {"error": {"code", "message"}}. Codes: bad_request, invalid_workflow,
+// invalid_input (400); unauthorized (401); not_found (404);
+// method_not_allowed (405); name_taken, claim_lost, thread_ended (409);
+// too_large (413); internal (500); unavailable, timeout (503). A 200 or
+// 201 is sent only after the change is committed (fsynced).
+//
+// Beyond the table: PUT /v1/workflows/{name} takes {"source": YAML} or the
+// YAML itself with a YAML content type; a response's "error" is a string
+// or {"kind", "message"}, and it may carry "adapter" and "usage"; a claim's
+// "wait" is "30s" or a number of seconds, capped at 60s by default; each
+// leased turn also says its "attempt"; GET /metrics (agent token) is the
+// Prometheus text format; /v1/threads/{id}/events resumes after
+// Last-Event-ID or ?after=SEQ.
+//
+// # Tokens
+//
+// Three kinds, each 192 random bits behind a prefix that says what it is:
+// khala_enroll_ (enrollment: POST /v1/agents only, limited uses and
+// lifetime), khala_agent_ (everything else) and khala_admin_ (the local
+// admin path). Only SHA-256 hashes are stored; comparisons are
+// constant-time; no token is ever logged or echoed in an error.
+//
+// # Issuing enrollment tokens
+//
+// bbolt lets one process open the database, so `nerve khala enroll-token`
+// works two ways. When no server holds the file it opens the file itself.
+// When a server does, it reads the admin file the server wrote beside the
+// database (khala.db.admin, mode 0600: the server's URL and a fresh admin
+// token, replaced at every start and removed at shutdown) and calls
+// POST /v1/admin/enroll-tokens, which takes only that token and only from
+// a loopback address. Whoever can read the database's directory could
+// read the database anyway, so the file grants nothing new.
+//
+// # Leases
+//
+// A claim leases a turn for the definition's limits.claim (default 10m);
+// heartbeats extend it. A lease is the holder's until it expires: after
+// that, a heartbeat or response with it is 409 claim_lost, and the
+// sweeper re-queues the turn with attempt + 1, or fails the thread when
+// the expired attempt was limits.max_attempts (default 3). Release gives a
+// turn back at once, keeping its attempt. A turn queued unclaimed for
+// limits.idle raises turn.idle once per time it is queued, and the
+// thread's webhook hears of it; it stays queued. When a thread ends, its
+// open turns are cancelled but keep their claims: a heartbeat answers
+// cancel: true and a response is 409.
+//
+// # Durability and speed
+//
+// Every write is one bbolt transaction, fsynced (twice: pages, then meta)
+// before the request is answered. Requests that arrive while a commit is
+// on disk go together into the next one (group commit, bolt_commit.go),
+// and a thread's records sit in one key range, so a commit writes a few
+// pages; the moderator runs outside the transaction, under the thread's
+// lock. Measure with go test ./cmd/nerve -run '^$' -bench Khala.
+//
+// # Storage
+//
+// Storage is the contract a backend keeps (see its comment); Bolt is the
+// embedded one. Nothing lives only in one process's memory but wake-up
+// hints and caches of immutable data, so a PostgreSQL backend can serve
+// several stateless replicas.
+package khala

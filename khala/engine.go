@@ -1,0 +1,252 @@
+package khala
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// Khala event types, beside the workflow package's thread.started,
+// turn.started (claimed by an agent), turn.answered, turn.failed and
+// thread.ended.
+const (
+	EventTurnQueued   = "turn.queued"   // the moderator assigned a turn
+	EventTurnExpired  = "turn.expired"  // a lease ran out unheartbeated
+	EventTurnReleased = "turn.released" // the holder gave the turn back
+	EventTurnIdle     = "turn.idle"     // queued unclaimed past limits.idle
+)
+
+// The functions below decide what a request does to a thread. Each is a
+// function of the view it is given, so UpdateThread may run it again on a
+// fresher view; the moderator itself is the workflow package's Route.
+
+// answerRequest is an agent's answer to a turn.
+type answerRequest struct {
+	Claim   string
+	Agent   string
+	Message workflow.Message // Content, Meta, Error, Adapter, Usage
+}
+
+// startThread builds a new thread and routes its first step.
+func startThread(ctx context.Context, def *workflow.Definition, hash, id string, input map[string]any,
+	webhook, initiator string, now time.Time) (*ThreadChange, error) {
+	c := &ThreadChange{Thread: Thread{
+		Thread: workflow.Thread{ID: id, Workflow: def.Name, Status: workflow.StatusRunning, Input: input,
+			CreatedAt: now, UpdatedAt: now},
+		SourceHash: hash, Webhook: webhook, Initiator: initiator,
+	}}
+	c.Events = append(c.Events, workflow.Event{At: now, Type: workflow.EventThreadStarted, Thread: id,
+		Agent: initiator, Status: workflow.StatusRunning})
+	return c, routeThread(ctx, def, c, nil, nil, now)
+}
+
+// errTurnClosed says the turn a request names is not open: unknown,
+// answered or cancelled. The caller reads the closed turn to tell which;
+// closed is final, so that read needs no serialising.
+var errTurnClosed = errors.New("turn not open")
+
+// answer records an answer and, when it was the last pending turn, asks
+// the moderator what follows.
+func answer(ctx context.Context, defs *defCache, v *ThreadView, turnID string, req answerRequest, now time.Time) (*ThreadChange, error) {
+	t := v.Turn(turnID)
+	switch {
+	case t == nil:
+		return nil, errTurnClosed
+	case t.State != TurnClaimed || t.Claim != req.Claim || now.After(t.LeaseExpires):
+		return nil, ErrClaimLost
+	}
+	def, err := defs.get(ctx, v.Thread.SourceHash)
+	if err != nil {
+		return nil, err
+	}
+	c := &ThreadChange{Thread: v.Thread}
+	m := req.Message
+	m.Step, m.Role, m.Instruction, m.Agent, m.At = t.Step, t.Role, t.Instruction, req.Agent, now
+	c.Messages = []workflow.Message{m}
+	done := *t
+	done.State = TurnAnswered
+	c.Turns = []Turn{done}
+	ev := workflow.Event{At: now, Type: workflow.EventTurnAnswered, Thread: t.Thread, Step: t.Step, Role: t.Role,
+		Agent: req.Agent, Adapter: m.Adapter, Turn: t.ID, Claim: t.Claim, Attempt: t.Attempt}
+	if m.Error != nil {
+		ev.Type, ev.Message = workflow.EventTurnFailed, m.Error.Kind+": "+m.Error.Message
+	}
+	c.Events = []workflow.Event{ev}
+	c.Thread.Pending = slices.DeleteFunc(slices.Clone(c.Thread.Pending), func(p workflow.Turn) bool { return p.Step == t.Step })
+	c.Thread.UpdatedAt = now
+	if len(c.Thread.Pending) > 0 {
+		return c, nil // parallel turns: the moderator waits for all of them
+	}
+	msgs := append(slices.Clone(v.Messages), m)
+	slices.SortStableFunc(msgs, func(a, b workflow.Message) int { return a.Step - b.Step })
+	return c, routeThread(ctx, def, c, msgs, openTurns(v, t.ID), now)
+}
+
+// routeThread asks the moderator and records its decision in c: new turns
+// queued, or the thread's end. A moderator at fault fails the thread; only
+// an interrupted evaluation (ctx) is an error.
+func routeThread(ctx context.Context, def *workflow.Definition, c *ThreadChange, msgs []workflow.Message, open []Turn, now time.Time) error {
+	dec, err := workflow.Route(ctx, def, workflow.NewState(&c.Thread.Thread, msgs))
+	var re *workflow.RoutingError
+	switch {
+	case errors.As(err, &re):
+		endThread(c, workflow.StatusFailed, nil, re.Error(), open, now)
+	case err != nil:
+		return err
+	case dec.Fail != "":
+		endThread(c, workflow.StatusFailed, nil, dec.Fail, open, now)
+	case dec.Done:
+		endThread(c, workflow.StatusCompleted, dec.ResultFor(msgs), "", open, now)
+	default:
+		th := &c.Thread
+		ref := def.Name + "#" + th.ID
+		for _, wt := range dec.Turns {
+			t := Turn{ID: TurnID(th.ID, wt.Step), Thread: th.ID, Workflow: def.Name, Step: wt.Step, Role: wt.Role,
+				Instruction: wt.Instruction, Prompt: workflow.Prompt(def, ref, wt, msgs), State: TurnQueued,
+				Attempt: 1, MaxAttempts: max(def.Limits.MaxAttempts, 1), Lease: def.Limits.Claim.D(),
+				Idle: def.Limits.Idle.D(), FirstQueued: now}
+			requeue(&t, now)
+			c.Turns = append(c.Turns, t)
+			c.Events = append(c.Events, workflow.Event{At: now, Type: EventTurnQueued, Thread: th.ID, Step: t.Step,
+				Role: t.Role, Turn: t.ID, Attempt: 1, Message: t.Instruction})
+		}
+		th.Pending = append(slices.Clone(th.Pending), dec.Turns...)
+		th.Step += len(dec.Turns)
+	}
+	return nil
+}
+
+// requeue puts t back in the queue (or in it for the first time).
+func requeue(t *Turn, now time.Time) {
+	t.State, t.Claim, t.Agent = TurnQueued, "", ""
+	t.QueuedAt, t.ClaimedAt, t.LeaseExpires, t.IdleAt = now, time.Time{}, time.Time{}, time.Time{}
+	if t.Idle > 0 {
+		t.IdleAt = now.Add(t.Idle)
+	}
+}
+
+// endThread ends the thread of c. Its open turns are cancelled, keeping
+// their claims so a holder's heartbeat learns of it (cancel: true) and its
+// response is refused.
+func endThread(c *ThreadChange, status string, result any, reason string, open []Turn, now time.Time) {
+	th := &c.Thread
+	th.Status, th.Result, th.Error, th.Pending = status, result, reason, nil
+	th.EndedAt, th.UpdatedAt = now, now
+	for _, t := range open {
+		t.State = TurnCancelled
+		setTurn(c, t)
+	}
+	c.Events = append(c.Events, workflow.Event{At: now, Type: workflow.EventThreadEnded, Thread: th.ID,
+		Status: status, Message: reason})
+	if th.Webhook != "" {
+		c.Webhooks = append(c.Webhooks, Webhook{URL: th.Webhook, NextAt: now, Created: now, Payload: WebhookPayload{
+			Event: workflow.EventThreadEnded, Thread: th.ID, Workflow: th.Workflow, Status: status,
+			Result: result, Error: reason}})
+	}
+}
+
+// setTurn puts t in c, replacing an earlier version of the same turn.
+func setTurn(c *ThreadChange, t Turn) {
+	for i := range c.Turns {
+		if c.Turns[i].ID == t.ID {
+			c.Turns[i] = t
+			return
+		}
+	}
+	c.Turns = append(c.Turns, t)
+}
+
+// openTurns returns v's queued and claimed turns but except.
+func openTurns(v *ThreadView, except string) []Turn {
+	var out []Turn
+	for _, t := range v.Turns {
+		if t.Open() && t.ID != except {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// expire re-queues a turn whose lease ran out, or fails the thread when
+// that was its last attempt. nil: someone else already dealt with it.
+func expire(v *ThreadView, d DueTurn, now time.Time) *ThreadChange {
+	t := v.Turn(d.Turn)
+	if t == nil || t.State != TurnClaimed || t.Claim != d.Claim || now.Before(t.LeaseExpires) {
+		return nil
+	}
+	c := &ThreadChange{Thread: v.Thread}
+	c.Thread.UpdatedAt = now
+	ev := workflow.Event{At: now, Type: EventTurnExpired, Thread: t.Thread, Step: t.Step, Role: t.Role,
+		Agent: t.Agent, Turn: t.ID, Claim: t.Claim, Attempt: t.Attempt}
+	if t.Attempt >= t.MaxAttempts {
+		ev.Message = fmt.Sprintf("lease expired on attempt %d of %d", t.Attempt, t.MaxAttempts)
+		c.Events = append(c.Events, ev)
+		reason := fmt.Sprintf("turn %s (step %d, %s) was claimed %d times and never answered: the lease expired each time (max_attempts %d)",
+			t.ID, t.Step, t.Role, t.Attempt, t.MaxAttempts)
+		endThread(c, workflow.StatusFailed, nil, reason, openTurns(v, ""), now)
+		return c
+	}
+	ev.Message = fmt.Sprintf("lease expired; re-queued as attempt %d of %d", t.Attempt+1, t.MaxAttempts)
+	c.Events = append(c.Events, ev)
+	nt := *t
+	nt.Attempt++
+	requeue(&nt, now)
+	c.Turns = []Turn{nt}
+	return c
+}
+
+// idle raises a turn's idle event (once per time it is queued) and
+// notifies the initiator; the turn stays queued.
+func idle(v *ThreadView, d DueTurn, now time.Time) *ThreadChange {
+	t := v.Turn(d.Turn)
+	if t == nil || t.State != TurnQueued || t.IdleAt.IsZero() || now.Before(t.IdleAt) {
+		return nil
+	}
+	c := &ThreadChange{Thread: v.Thread}
+	nt := *t
+	nt.IdleAt = time.Time{}
+	c.Turns = []Turn{nt}
+	waited := now.Sub(t.QueuedAt).Round(time.Second)
+	c.Events = []workflow.Event{{At: now, Type: EventTurnIdle, Thread: t.Thread, Step: t.Step, Role: t.Role,
+		Turn: t.ID, Attempt: t.Attempt, Message: fmt.Sprintf("queued unclaimed for %s", waited)}}
+	if th := v.Thread; th.Webhook != "" {
+		c.Webhooks = []Webhook{{URL: th.Webhook, NextAt: now, Created: now, Payload: WebhookPayload{
+			Event: EventTurnIdle, Thread: th.ID, Workflow: th.Workflow, Status: th.Status,
+			Step: t.Step, Role: t.Role, Turn: t.ID}}}
+	}
+	return c
+}
+
+// release gives a claimed turn back to the queue at once; it keeps its
+// attempt, since giving work back is not failing it.
+func release(v *ThreadView, turnID, claim string, now time.Time) (*ThreadChange, error) {
+	t := v.Turn(turnID)
+	switch {
+	case t == nil:
+		return nil, errTurnClosed
+	case t.State != TurnClaimed || t.Claim != claim || now.After(t.LeaseExpires):
+		return nil, ErrClaimLost
+	}
+	c := &ThreadChange{Thread: v.Thread}
+	c.Thread.UpdatedAt = now
+	c.Events = []workflow.Event{{At: now, Type: EventTurnReleased, Thread: t.Thread, Step: t.Step, Role: t.Role,
+		Agent: t.Agent, Turn: t.ID, Claim: t.Claim, Attempt: t.Attempt}}
+	nt := *t
+	requeue(&nt, now)
+	c.Turns = []Turn{nt}
+	return c, nil
+}
+
+// cancel ends a running thread; its outstanding claims become stale.
+func cancel(v *ThreadView, agent string, now time.Time) (*ThreadChange, error) {
+	if v.Thread.Ended() {
+		return nil, fmt.Errorf("%w: %s is already %s", ErrThreadEnded, v.Thread.ID, v.Thread.Status)
+	}
+	c := &ThreadChange{Thread: v.Thread}
+	endThread(c, workflow.StatusCancelled, nil, "cancelled by "+agent, openTurns(v, ""), now)
+	return c, nil
+}

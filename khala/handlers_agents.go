@@ -1,0 +1,119 @@
+package khala
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"time"
+)
+
+var agentNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ Agent) {
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "version": s.opts.Version})
+}
+
+type enrollRequest struct {
+	Name string `json:"name"`
+}
+
+func (s *Server) handleEnroll(w http.ResponseWriter, r *http.Request, a Agent) {
+	var req enrollRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !agentNameRE.MatchString(req.Name) {
+		s.fail(w, r, badRequest("name %q: an agent name is 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name))
+		return
+	}
+	tok, h := newToken(prefixAgent)
+	err := s.store.Enroll(r.Context(), a.Token, Agent{Name: req.Name, Token: h, EnrolledAt: s.now()})
+	switch {
+	case err == nil:
+		s.log.Info("agent enrolled", "agent", req.Name)
+		writeJSON(w, http.StatusCreated, map[string]string{"agent": req.Name, "token": tok})
+	case errors.Is(err, ErrNameTaken):
+		s.fail(w, r, fmt.Errorf("%w: an agent named %q is already enrolled; choose another name", ErrNameTaken, req.Name))
+	default:
+		s.fail(w, r, err)
+	}
+}
+
+func (s *Server) handleMe(w http.ResponseWriter, r *http.Request, a Agent) {
+	writeJSON(w, http.StatusOK, map[string]any{"agent": a.Name, "enrolled_at": a.EnrolledAt})
+}
+
+// EnrollTokenRequest asks for an enrollment token; TTL 0 never expires.
+type EnrollTokenRequest struct {
+	Uses int    `json:"uses"`
+	TTL  string `json:"ttl"`
+}
+
+// EnrollTokenResponse is a new enrollment token: shown once, stored only
+// as a hash.
+type EnrollTokenResponse struct {
+	Token     string    `json:"token"`
+	Uses      int       `json:"uses"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+func (s *Server) handleAdminEnrollToken(w http.ResponseWriter, r *http.Request, _ Agent) {
+	var req EnrollTokenRequest
+	if err := decodeJSON(r, &req, true); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ttl, err := parseTTL(req.TTL)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	resp, err := IssueEnrollToken(r.Context(), s.store, req.Uses, ttl, s.now())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info("enrollment token issued", "uses", resp.Uses, "expires_at", resp.ExpiresAt)
+	writeJSON(w, http.StatusCreated, resp)
+}
+
+func parseTTL(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, badRequest("ttl %q: want a duration such as 24h, or 0 for no expiry", s)
+	}
+	return d, nil
+}
+
+// IssueEnrollToken creates an enrollment token for uses agents (at least
+// one), valid for ttl (0: no expiry), in st.
+func IssueEnrollToken(ctx context.Context, st Storage, uses int, ttl time.Duration, now time.Time) (EnrollTokenResponse, error) {
+	if uses <= 0 {
+		uses = 1
+	}
+	tok, h := newToken(prefixEnroll)
+	et := EnrollToken{Hash: h, Uses: uses, CreatedAt: now}
+	if ttl > 0 {
+		et.ExpiresAt = now.Add(ttl)
+	}
+	if err := st.AddEnrollToken(ctx, et); err != nil {
+		return EnrollTokenResponse{}, err
+	}
+	return EnrollTokenResponse{Token: tok, Uses: uses, ExpiresAt: et.ExpiresAt}, nil
+}
+
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ Agent) {
+	st, err := s.store.Stats(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	s.metrics.write(w, st)
+}

@@ -1,0 +1,323 @@
+package khala
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nerve-agents/nerve/adapter"
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// Claim bounds: a claim takes at most maxClaim turns and names at most
+// maxFilter workflows or roles.
+const (
+	maxClaim  = 100
+	maxFilter = 100
+)
+
+type claimRequest struct {
+	Max       int      `json:"max"`
+	Wait      duration `json:"wait"`
+	Workflows []string `json:"workflows"`
+	Roles     []string `json:"roles"`
+}
+
+// duration is "30s", or a number of seconds.
+type duration time.Duration
+
+func (d *duration) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(b, []byte("null")) {
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return badRequest("wait %q: want a duration such as 30s", s)
+		}
+		*d = duration(v)
+		return nil
+	}
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err != nil {
+		return badRequest("wait: want a duration such as \"30s\" or a number of seconds")
+	}
+	if secs > 1e6 {
+		secs = 1e6 // clamped below anyway; avoids overflow
+	}
+	*d = duration(secs * float64(time.Second))
+	return nil
+}
+
+// claimJSON is one leased turn: everything an agent needs to run it.
+type claimJSON struct {
+	Turn         string    `json:"turn"`
+	Claim        string    `json:"claim"`
+	Thread       string    `json:"thread"`
+	Workflow     string    `json:"workflow"`
+	Role         string    `json:"role"`
+	Prompt       string    `json:"prompt"`
+	Instruction  string    `json:"instruction"`
+	Step         int       `json:"step"`
+	Attempt      int       `json:"attempt"`
+	LeaseExpires time.Time `json:"lease_expires_at"`
+}
+
+func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, a Agent) {
+	start := time.Now()
+	var req claimRequest
+	if err := decodeJSON(r, &req, true); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	wait := time.Duration(req.Wait)
+	switch {
+	case req.Max < 0 || req.Max > maxClaim:
+		s.fail(w, r, badRequest("max %d: want 1 to %d turns", req.Max, maxClaim))
+		return
+	case wait < 0:
+		s.fail(w, r, badRequest("wait %s: a wait cannot be negative", wait))
+		return
+	case len(req.Workflows) > maxFilter || len(req.Roles) > maxFilter:
+		s.fail(w, r, badRequest("name at most %d workflows and %d roles", maxFilter, maxFilter))
+		return
+	}
+	wait = min(wait, s.opts.MaxWait)
+	q := ClaimQuery{Agent: a.Name, Max: max(req.Max, 1), Workflows: req.Workflows, Roles: req.Roles}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Now().Add(wait + s.opts.RequestTimeout))
+	ctx := r.Context()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	var turns []Turn
+poll:
+	for {
+		// Take the hint before looking, so a turn queued in between
+		// still wakes us.
+		hint := s.store.Changed(TopicQueue)
+		q.Now = s.now()
+		var err error
+		turns, err = s.store.Claim(ctx, q)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if len(turns) > 0 || wait == 0 {
+			break
+		}
+		select {
+		case <-hint:
+		case <-time.After(s.opts.Recheck):
+		case <-timer.C:
+			break poll
+		case <-s.closing:
+			break poll
+		case <-ctx.Done():
+			return
+		}
+	}
+	out := make([]claimJSON, 0, len(turns))
+	for _, t := range turns {
+		s.metrics.claimWait.observe(q.Now.Sub(t.QueuedAt))
+		s.sweep.poke(t.LeaseExpires)
+		out = append(out, claimJSON{Turn: t.ID, Claim: t.Claim, Thread: t.Thread, Workflow: t.Workflow, Role: t.Role,
+			Prompt: t.Prompt, Instruction: t.Instruction, Step: t.Step, Attempt: t.Attempt, LeaseExpires: t.LeaseExpires})
+	}
+	s.metrics.turnsClaimed.Add(int64(len(turns)))
+	s.metrics.claimRequests.observe(time.Since(start))
+	writeJSON(w, http.StatusOK, out)
+}
+
+type claimBody struct {
+	Claim string `json:"claim"`
+}
+
+func decodeClaim(r *http.Request) (string, error) {
+	var req claimBody
+	if err := decodeJSON(r, &req, false); err != nil {
+		return "", err
+	}
+	if req.Claim == "" {
+		return "", badRequest("claim is required: the id the claim returned")
+	}
+	return req.Claim, nil
+}
+
+// turnThread returns the thread of the turn in the path.
+func turnThread(r *http.Request) (turn, thread string, err error) {
+	turn = r.PathValue("turn")
+	thread, _, _, ok := ParseTurnID(turn)
+	if !ok {
+		return turn, "", notFound("unknown turn %q", turn)
+	}
+	return turn, thread, nil
+}
+
+func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, _ Agent) {
+	turn, _, err := turnThread(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	claim, err := decodeClaim(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	t, err := s.store.Heartbeat(r.Context(), turn, claim, s.now())
+	if errors.Is(err, ErrNotFound) {
+		err = notFound("unknown turn %q", turn)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"lease_expires_at": t.LeaseExpires, "cancel": t.State == TurnCancelled})
+}
+
+type responseRequest struct {
+	Claim   string          `json:"claim"`
+	Content string          `json:"content"`
+	Meta    json.RawMessage `json:"meta"`
+	Error   json.RawMessage `json:"error"`
+	Adapter string          `json:"adapter"`
+	Usage   *adapter.Usage  `json:"usage"`
+}
+
+// message checks the answer's parts and returns it as a message.
+func (req *responseRequest) message() (workflow.Message, error) {
+	m := workflow.Message{Content: req.Content, Adapter: req.Adapter, Usage: req.Usage}
+	if req.Claim == "" {
+		return m, badRequest("claim is required: the id the claim returned")
+	}
+	if len(req.Meta) > 0 && !bytes.Equal(req.Meta, []byte("null")) {
+		if err := json.Unmarshal(req.Meta, &m.Meta); err != nil {
+			return m, badRequest("meta: %s", jsonErr(err))
+		}
+	}
+	if len(req.Error) > 0 && !bytes.Equal(req.Error, []byte("null")) {
+		var s string
+		if json.Unmarshal(req.Error, &s) == nil {
+			m.Error = &workflow.MessageError{Kind: "agent", Message: s}
+		} else {
+			var me workflow.MessageError
+			if err := json.Unmarshal(req.Error, &me); err != nil {
+				return m, badRequest("error: want a string or {\"kind\", \"message\"}")
+			}
+			if strings.TrimSpace(me.Message) == "" {
+				return m, badRequest("error.message is required when error is given")
+			}
+			if me.Kind == "" {
+				me.Kind = "agent"
+			}
+			m.Error = &me
+		}
+	}
+	return m, nil
+}
+
+func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request, a Agent) {
+	turn, thread, err := turnThread(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var req responseRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	m, err := req.message()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var (
+		c       *ThreadChange
+		status  string
+		claimed time.Time
+		now     time.Time
+	)
+	err = s.store.UpdateThread(r.Context(), thread, func(v *ThreadView) (*ThreadChange, error) {
+		now = s.now()
+		var err error
+		c, err = answer(r.Context(), s.defs, v, turn, answerRequest{Claim: req.Claim, Agent: a.Name, Message: m}, now)
+		if err != nil {
+			return nil, err
+		}
+		status, claimed = c.Thread.Status, v.Turn(turn).ClaimedAt
+		return c, nil
+	})
+	if errors.Is(err, errTurnClosed) {
+		// A resent answer (the agent's outbox after a lost 200) is
+		// acknowledged again; any other claim on a closed turn is stale.
+		status, err = s.closedTurn(r, turn, req.Claim, true)
+	} else if err == nil {
+		s.metrics.turnsAnswered.Add(1)
+		s.metrics.turnDuration.observe(now.Sub(claimed))
+		s.changed(c)
+	}
+	if errors.Is(err, ErrNotFound) {
+		err = notFound("unknown turn %q", turn)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"turn": turn, "thread": thread, "status": status})
+}
+
+// closedTurn resolves a request for a turn that is not open: unknown
+// (ErrNotFound), answered under this claim (the thread's status, when
+// answerOK), or stale (ErrClaimLost).
+func (s *Server) closedTurn(r *http.Request, turn, claim string, answerOK bool) (string, error) {
+	t, err := s.store.Turn(r.Context(), turn)
+	if err != nil {
+		return "", err
+	}
+	if !answerOK || t.State != TurnAnswered || t.Claim != claim {
+		return "", ErrClaimLost
+	}
+	v, err := s.store.Thread(r.Context(), t.Thread)
+	if err != nil {
+		return "", err
+	}
+	return v.Thread.Status, nil
+}
+
+func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request, _ Agent) {
+	turn, thread, err := turnThread(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	claim, err := decodeClaim(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var c *ThreadChange
+	err = s.store.UpdateThread(r.Context(), thread, func(v *ThreadView) (*ThreadChange, error) {
+		var err error
+		c, err = release(v, turn, claim, s.now())
+		return c, err
+	})
+	if errors.Is(err, errTurnClosed) {
+		_, err = s.closedTurn(r, turn, claim, false)
+	}
+	if errors.Is(err, ErrNotFound) {
+		err = notFound("unknown turn %q", turn)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.metrics.turnsReleased.Add(1)
+	s.changed(c)
+	writeJSON(w, http.StatusOK, map[string]string{"turn": turn, "status": TurnQueued})
+}

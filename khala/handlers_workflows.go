@@ -1,0 +1,237 @@
+package khala
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// workflowJSON is a published definition as the API shows it.
+type workflowJSON struct {
+	Name        string                    `json:"name"`
+	Description string                    `json:"description,omitempty"`
+	Binding     string                    `json:"binding"`
+	Roles       []string                  `json:"roles"`
+	Inputs      map[string]workflow.Input `json:"inputs,omitempty"`
+	Limits      limitsJSON                `json:"limits"`
+	Version     string                    `json:"version"`
+	UpdatedAt   time.Time                 `json:"updated_at"`
+	UpdatedBy   string                    `json:"updated_by,omitempty"`
+	Source      string                    `json:"source,omitempty"`
+}
+
+// limitsJSON writes durations as Go duration strings ("10m0s"), which
+// time.ParseDuration reads back.
+type limitsJSON struct {
+	MaxSteps    int    `json:"max_steps"`
+	Claim       string `json:"claim"`
+	MaxAttempts int    `json:"max_attempts"`
+	Idle        string `json:"idle,omitempty"`
+}
+
+func newWorkflowJSON(rec WorkflowRecord, def *workflow.Definition) workflowJSON {
+	l := def.Limits
+	limits := limitsJSON{MaxSteps: l.MaxSteps, Claim: l.Claim.D().String(), MaxAttempts: l.MaxAttempts}
+	if l.Idle > 0 {
+		limits.Idle = l.Idle.D().String()
+	}
+	roles := make([]string, 0, len(def.Roles))
+	for r := range def.Roles {
+		roles = append(roles, r)
+	}
+	sort.Strings(roles)
+	return workflowJSON{Name: rec.Name, Description: def.Description, Binding: def.Binding, Roles: roles,
+		Inputs: def.Inputs, Limits: limits, Version: rec.SourceHash[:12], UpdatedAt: rec.UpdatedAt, UpdatedBy: rec.UpdatedBy}
+}
+
+func (s *Server) handleWorkflows(w http.ResponseWriter, r *http.Request, _ Agent) {
+	recs, err := s.store.Workflows(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := make([]workflowJSON, 0, len(recs))
+	for _, rec := range recs {
+		def, err := s.defs.get(r.Context(), rec.SourceHash)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		out = append(out, newWorkflowJSON(rec, def))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// workflowRecord reads the named workflow and its definition.
+func (s *Server) workflowRecord(r *http.Request) (WorkflowRecord, *workflow.Definition, error) {
+	name := r.PathValue("name")
+	rec, err := s.store.Workflow(r.Context(), name)
+	if errors.Is(err, ErrNotFound) {
+		return rec, nil, notFound("unknown workflow %q; publish it with: nerve workflow push %s REMOTE", name, name)
+	}
+	if err != nil {
+		return rec, nil, err
+	}
+	def, err := s.defs.get(r.Context(), rec.SourceHash)
+	return rec, def, err
+}
+
+func (s *Server) handleWorkflow(w http.ResponseWriter, r *http.Request, _ Agent) {
+	rec, def, err := s.workflowRecord(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	src, err := s.store.Source(r.Context(), rec.SourceHash)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := newWorkflowJSON(rec, def)
+	out.Source = string(src)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// putWorkflowRequest is the JSON form of a publish; a YAML content type
+// sends the definition itself as the body.
+type putWorkflowRequest struct {
+	Source string `json:"source"`
+}
+
+func (s *Server) handlePutWorkflow(w http.ResponseWriter, r *http.Request, a Agent) {
+	name := r.PathValue("name")
+	var src []byte
+	if strings.Contains(r.Header.Get("Content-Type"), "yaml") {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		src = b
+	} else {
+		var req putWorkflowRequest
+		if err := decodeJSON(r, &req, false); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		src = []byte(req.Source)
+	}
+	if len(strings.TrimSpace(string(src))) == 0 {
+		s.fail(w, r, badRequest("no definition: send {\"source\": YAML} or the YAML itself as application/yaml"))
+		return
+	}
+	def, err := workflow.ParseSource(name+".yaml", src)
+	if err != nil {
+		msg := strings.Join(strings.Split(strings.TrimSpace(err.Error()), "\n"), "; ")
+		s.fail(w, r, &apiError{http.StatusBadRequest, codeInvalidWF, msg})
+		return
+	}
+	if def.Name != name {
+		s.fail(w, r, &apiError{http.StatusBadRequest, codeInvalidWF,
+			fmt.Sprintf("the definition is workflow %q but was sent to /v1/workflows/%s", def.Name, name)})
+		return
+	}
+	rec := WorkflowRecord{Name: name, SourceHash: sourceHash(src), UpdatedAt: s.now(), UpdatedBy: a.Name}
+	created, err := s.store.PutWorkflow(r.Context(), rec, src)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.defs.put(rec.SourceHash, def)
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	s.log.Info("workflow published", "workflow", name, "version", rec.SourceHash[:12], "agent", a.Name)
+	writeJSON(w, status, newWorkflowJSON(rec, def))
+}
+
+type startRequest struct {
+	Input   map[string]any `json:"input"`
+	Webhook string         `json:"webhook"`
+}
+
+// startResponse is 201's body: the thread's status after its first
+// routing (a moderator may end a thread at once).
+type startResponse struct {
+	Thread   string `json:"thread"`
+	Workflow string `json:"workflow"`
+	Status   string `json:"status"`
+	Result   any    `json:"result,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+func (s *Server) handleStartThread(w http.ResponseWriter, r *http.Request, a Agent) {
+	var req startRequest
+	if err := decodeJSON(r, &req, true); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rec, def, err := s.workflowRecord(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	input, err := def.CheckInputs(req.Input)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := checkWebhook(req.Webhook); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	id, err := s.store.NextThreadID(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	c, err := startThread(r.Context(), def, rec.SourceHash, id, input, req.Webhook, a.Name, s.now())
+	if err == nil {
+		err = s.store.CreateThread(r.Context(), c)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.metrics.threadsStarted.Add(1)
+	s.changed(c)
+	th := c.Thread
+	writeJSON(w, http.StatusCreated, startResponse{Thread: th.ID, Workflow: th.Workflow, Status: th.Status, Result: th.Result, Error: th.Error})
+}
+
+// checkWebhook accepts an absolute http(s) URL, or none.
+func checkWebhook(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(s) > 2048 {
+		return badRequest("webhook %q: want an absolute http or https URL", s)
+	}
+	return nil
+}
+
+// changed updates what the server tracks after a committed change: end
+// counters and the sweeper's next deadline.
+func (s *Server) changed(c *ThreadChange) {
+	if c.Thread.Ended() {
+		for _, e := range c.Events {
+			if e.Type == workflow.EventThreadEnded {
+				s.metrics.threadEnded(e.Status)
+			}
+		}
+	}
+	for _, t := range c.Turns {
+		if t.State == TurnQueued && !t.IdleAt.IsZero() {
+			s.sweep.poke(t.IdleAt)
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package khala
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// metrics are this process's counters, written in the Prometheus text
+// format by hand: a few counters and two histograms do not need a client
+// library. Each replica reports its own; gauges come from storage.
+type metrics struct {
+	threadsStarted  atomic.Int64
+	turnsClaimed    atomic.Int64
+	turnsAnswered   atomic.Int64
+	turnsExpired    atomic.Int64
+	turnsReleased   atomic.Int64
+	turnsIdle       atomic.Int64
+	webhooksSent    atomic.Int64
+	webhooksFailed  atomic.Int64
+	webhooksDropped atomic.Int64
+
+	mu            sync.Mutex
+	threadsEnded  map[string]int64 // by status
+	requests      map[int]int64    // by HTTP status
+	claimWait     *histogram
+	turnDuration  *histogram
+	claimRequests *histogram
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		threadsEnded: map[string]int64{},
+		requests:     map[int]int64{},
+		// Seconds a turn waited queued before an agent claimed it.
+		claimWait: newHistogram(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600),
+		// Seconds from claim to answer: how long agents work on a turn.
+		turnDuration: newHistogram(0.01, 0.1, 1, 5, 15, 60, 300, 900, 1800, 3600, 7200),
+		// Seconds a claim request took, long poll included.
+		claimRequests: newHistogram(0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1, 5, 30, 60),
+	}
+}
+
+func (m *metrics) threadEnded(status string) {
+	m.mu.Lock()
+	m.threadsEnded[status]++
+	m.mu.Unlock()
+}
+
+func (m *metrics) request(status int) {
+	m.mu.Lock()
+	m.requests[status]++
+	m.mu.Unlock()
+}
+
+// write prints the metrics; st are storage gauges.
+func (m *metrics) write(w io.Writer, st Stats) {
+	gauge := func(name, help string, v int) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %d\n", name, help, name, name, v)
+	}
+	counter := func(name, help string, v int64) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", name, help, name, name, v)
+	}
+	gauge("khala_queue_depth", "Turns queued and not claimed.", st.Queued)
+	gauge("khala_turns_leased", "Turns claimed by an agent and not yet answered.", st.Claimed)
+	gauge("khala_threads_running", "Threads not ended.", st.Running)
+	counter("khala_threads_started_total", "Threads started.", m.threadsStarted.Load())
+	counter("khala_turns_claimed_total", "Turns leased to agents.", m.turnsClaimed.Load())
+	counter("khala_turns_answered_total", "Turn responses accepted.", m.turnsAnswered.Load())
+	fmt.Fprintf(w, "# HELP khala_turns_requeued_total Turns put back in the queue.\n# TYPE khala_turns_requeued_total counter\n")
+	fmt.Fprintf(w, "khala_turns_requeued_total{reason=\"expired\"} %d\n", m.turnsExpired.Load())
+	fmt.Fprintf(w, "khala_turns_requeued_total{reason=\"released\"} %d\n", m.turnsReleased.Load())
+	counter("khala_turns_idle_total", "Idle events raised.", m.turnsIdle.Load())
+	counter("khala_webhooks_delivered_total", "Webhook deliveries answered 2xx.", m.webhooksSent.Load())
+	counter("khala_webhook_attempts_failed_total", "Webhook attempts that failed (retried).", m.webhooksFailed.Load())
+	counter("khala_webhooks_dropped_total", "Webhooks given up after the last attempt.", m.webhooksDropped.Load())
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fmt.Fprintf(w, "# HELP khala_threads_ended_total Threads ended, by status.\n# TYPE khala_threads_ended_total counter\n")
+	for _, s := range sortedKeys(m.threadsEnded) {
+		fmt.Fprintf(w, "khala_threads_ended_total{status=%q} %d\n", s, m.threadsEnded[s])
+	}
+	fmt.Fprintf(w, "# HELP khala_http_requests_total HTTP requests, by status code.\n# TYPE khala_http_requests_total counter\n")
+	codes := make([]int, 0, len(m.requests))
+	for c := range m.requests {
+		codes = append(codes, c)
+	}
+	sort.Ints(codes)
+	for _, c := range codes {
+		fmt.Fprintf(w, "khala_http_requests_total{code=\"%d\"} %d\n", c, m.requests[c])
+	}
+	m.claimWait.write(w, "khala_claim_wait_seconds", "Time a turn waited in the queue before it was claimed.")
+	m.turnDuration.write(w, "khala_turn_duration_seconds", "Time from a turn's claim to its accepted response.")
+	m.claimRequests.write(w, "khala_claim_request_seconds", "Time a claim request took, long poll included.")
+}
+
+// histogram is a Prometheus histogram with fixed buckets.
+type histogram struct {
+	mu     sync.Mutex
+	bounds []float64
+	counts []uint64 // per bucket, not cumulative
+	sum    float64
+	n      uint64
+}
+
+func newHistogram(bounds ...float64) *histogram {
+	return &histogram{bounds: bounds, counts: make([]uint64, len(bounds)+1)}
+}
+
+func (h *histogram) observe(d time.Duration) {
+	v := d.Seconds()
+	i := sort.SearchFloat64s(h.bounds, v)
+	h.mu.Lock()
+	h.counts[i]++
+	h.sum += v
+	h.n++
+	h.mu.Unlock()
+}
+
+func (h *histogram) write(w io.Writer, name, help string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
+	var cum uint64
+	for i, b := range h.bounds {
+		cum += h.counts[i]
+		fmt.Fprintf(w, "%s_bucket{le=\"%s\"} %d\n", name, fmtFloat(b), cum)
+	}
+	fmt.Fprintf(w, "%s_bucket{le=\"+Inf\"} %d\n%s_sum %s\n%s_count %d\n", name, h.n, name, fmtFloat(h.sum), name, h.n)
+}
+
+func fmtFloat(f float64) string {
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 {
+		return fmt.Sprintf("%d", int64(f))
+	}
+	return fmt.Sprintf("%g", f)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

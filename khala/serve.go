@@ -1,0 +1,123 @@
+package khala
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// ServeOptions configure Serve.
+type ServeOptions struct {
+	Addr    string // host:port; port 0 picks a free one
+	DB      string // the bbolt file
+	Version string
+	Logger  *slog.Logger
+	// Ready is called with the server's base URL once it accepts
+	// requests.
+	Ready func(url string)
+	// ShutdownGrace bounds the wait for in-flight requests. Default 30s.
+	ShutdownGrace time.Duration
+	// Server tunes the API; Store, Version, Logger and AdminToken are set
+	// by Serve.
+	Server Options
+}
+
+// Serve runs a Khala server on a bbolt file until ctx ends, then shuts
+// down gracefully: long polls and event streams end at once, in-flight
+// requests finish, background work stops, the file is closed.
+//
+// It listens before opening the database (a taken port fails fast) and
+// writes the admin file (AdminFile) that lets `nerve khala enroll-token`
+// reach it while it holds the database's lock.
+func Serve(ctx context.Context, o ServeOptions) error {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.ShutdownGrace <= 0 {
+		o.ShutdownGrace = 30 * time.Second
+	}
+	if err := os.MkdirAll(filepath.Dir(o.DB), 0o700); err != nil {
+		return fmt.Errorf("create the database's directory: %w", err)
+	}
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.Addr, err)
+	}
+	defer ln.Close()
+	store, err := OpenBolt(o.DB, time.Second)
+	if errors.Is(err, ErrLocked) {
+		return fmt.Errorf("%w (another nerve khala serve?)", err)
+	}
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	url := "http://" + loopbackAddr(ln.Addr().(*net.TCPAddr))
+	adminTok, adminHash := newToken(prefixAdmin)
+	adminPath := AdminFile(o.DB)
+	if err := writeAdminFile(adminPath, adminInfo{URL: url, Token: adminTok, PID: os.Getpid()}); err != nil {
+		return err
+	}
+	defer removeAdminFile(adminPath, adminTok)
+
+	so := o.Server
+	so.Store, so.Version, so.Logger, so.AdminToken = store, o.Version, o.Logger, adminHash
+	srv := New(so)
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug),
+	}
+	// Background work outlives ctx until the HTTP side has drained, so a
+	// response committed during shutdown still gets its webhook queued.
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); srv.Run(workCtx) }()
+	defer func() { stopWork(); wg.Wait() }()
+
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	o.Logger.Info("khala serving", "url", url, "db", o.DB, "version", o.Version)
+	if o.Ready != nil {
+		o.Ready(url)
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	o.Logger.Info("khala shutting down", "grace", o.ShutdownGrace)
+	srv.BeginShutdown()
+	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownGrace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		o.Logger.Warn("in-flight requests cut off at the end of the grace period", "err", err)
+		hs.Close()
+	}
+	return nil
+}
+
+// loopbackAddr is how a local client reaches a listener: a wildcard host
+// becomes loopback.
+func loopbackAddr(a *net.TCPAddr) string {
+	ip := a.IP
+	if ip == nil || ip.IsUnspecified() {
+		if ip.To4() == nil && ip != nil {
+			ip = net.IPv6loopback
+		} else {
+			ip = net.IPv4(127, 0, 0, 1)
+		}
+	}
+	return net.JoinHostPort(ip.String(), fmt.Sprint(a.Port))
+}

@@ -1,0 +1,261 @@
+package khala
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options configure a Server. Zero values take the defaults.
+type Options struct {
+	Store   Storage
+	Version string
+	Logger  *slog.Logger
+
+	// MaxBody bounds a request body (413 past it). Default 4 MiB.
+	MaxBody int64
+	// RequestTimeout bounds a request's work, long polls and event
+	// streams aside. Default 30s.
+	RequestTimeout time.Duration
+	// MaxWait caps a claim's long poll. Default 60s.
+	MaxWait time.Duration
+	// Recheck is how often waiters look again without a wake-up hint:
+	// hints may be lost on a shared database. Default 5s.
+	Recheck time.Duration
+	// AdminToken, when set, enables the local admin path (issuing
+	// enrollment tokens while the server holds the database).
+	AdminToken Hash
+
+	WebhookClient *http.Client
+	// WebhookBackoff is the wait before retry n (1-based). Default: 1s
+	// doubling, capped at 5m.
+	WebhookBackoff func(n int) time.Duration
+	// WebhookAttempts is how many deliveries are tried before giving up.
+	// Default 12 (about half an hour with the default backoff).
+	WebhookAttempts int
+
+	Now func() time.Time
+}
+
+// Server is the Khala HTTP API over a Storage.
+type Server struct {
+	opts    Options
+	store   Storage
+	defs    *defCache
+	log     *slog.Logger
+	metrics *metrics
+	now     func() time.Time
+
+	closing   chan struct{} // closed when shutdown begins: long polls end
+	closeOnce sync.Once
+	sweep     *sweeper
+}
+
+// New returns a Server; call Run for its background work.
+func New(o Options) *Server {
+	if o.MaxBody <= 0 {
+		o.MaxBody = 4 << 20
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 30 * time.Second
+	}
+	if o.MaxWait <= 0 {
+		o.MaxWait = 60 * time.Second
+	}
+	if o.Recheck <= 0 {
+		o.Recheck = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.WebhookClient == nil {
+		o.WebhookClient = &http.Client{Timeout: 10 * time.Second, CheckRedirect: noRedirects}
+	}
+	if o.WebhookBackoff == nil {
+		o.WebhookBackoff = func(n int) time.Duration { return min(time.Second<<min(n-1, 20), 5*time.Minute) }
+	}
+	if o.WebhookAttempts <= 0 {
+		o.WebhookAttempts = 12
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	s := &Server{opts: o, store: o.Store, defs: newDefCache(o.Store), log: o.Logger, metrics: newMetrics(),
+		now: func() time.Time { return o.Now().UTC() }, closing: make(chan struct{})}
+	s.sweep = newSweeper(s)
+	return s
+}
+
+// Run does the background work (lease expiry, idle detection, webhook
+// delivery) until ctx ends.
+func (s *Server) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); s.sweep.run(ctx) }()
+	go func() { defer wg.Done(); s.runWebhooks(ctx) }()
+	wg.Wait()
+}
+
+// BeginShutdown ends long polls and event streams at once, so a graceful
+// HTTP shutdown need not wait for them.
+func (s *Server) BeginShutdown() { s.closeOnce.Do(func() { close(s.closing) }) }
+
+// Auth kinds of a route.
+const (
+	authNone   = iota
+	authAgent  // an agent token
+	authEnroll // an enrollment token
+	authAdmin  // the local admin token, from loopback only
+)
+
+type handlerFunc func(w http.ResponseWriter, r *http.Request, a Agent)
+
+type route struct {
+	method string
+	auth   int
+	h      handlerFunc
+	// stream routes (long poll, SSE) set their own time limits.
+	stream bool
+}
+
+// Handler returns the HTTP API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	add := func(pattern string, routes ...route) {
+		mux.Handle(pattern, s.dispatch(routes))
+	}
+	add("/v1/health", route{method: "GET", h: s.handleHealth})
+	add("/v1/agents", route{method: "POST", auth: authEnroll, h: s.handleEnroll})
+	add("/v1/agents/me", route{method: "GET", auth: authAgent, h: s.handleMe})
+	add("/v1/admin/enroll-tokens", route{method: "POST", auth: authAdmin, h: s.handleAdminEnrollToken})
+	add("/v1/workflows", route{method: "GET", auth: authAgent, h: s.handleWorkflows})
+	add("/v1/workflows/{name}",
+		route{method: "GET", auth: authAgent, h: s.handleWorkflow},
+		route{method: "PUT", auth: authAgent, h: s.handlePutWorkflow})
+	add("/v1/workflows/{name}/threads", route{method: "POST", auth: authAgent, h: s.handleStartThread})
+	add("/v1/threads", route{method: "GET", auth: authAgent, h: s.handleThreads})
+	add("/v1/threads/{id}", route{method: "GET", auth: authAgent, h: s.handleThread})
+	add("/v1/threads/{id}/cancel", route{method: "POST", auth: authAgent, h: s.handleCancel})
+	add("/v1/threads/{id}/messages", route{method: "GET", auth: authAgent, h: s.handleMessages})
+	add("/v1/threads/{id}/trace", route{method: "GET", auth: authAgent, h: s.handleTrace})
+	add("/v1/threads/{id}/events", route{method: "GET", auth: authAgent, h: s.handleEvents, stream: true})
+	add("/v1/turns/claim", route{method: "POST", auth: authAgent, h: s.handleClaim, stream: true})
+	add("/v1/turns/{turn}/heartbeat", route{method: "POST", auth: authAgent, h: s.handleHeartbeat})
+	add("/v1/turns/{turn}/response", route{method: "POST", auth: authAgent, h: s.handleResponse})
+	add("/v1/turns/{turn}/release", route{method: "POST", auth: authAgent, h: s.handleRelease})
+	add("/metrics", route{method: "GET", auth: authAgent, h: s.handleMetrics})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
+	})
+	return s.middleware(mux)
+}
+
+func (s *Server) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error("handler panicked", "method", r.Method, "path", r.URL.Path, "panic", p)
+				if sw.status == 0 {
+					writeError(sw, http.StatusInternalServerError, codeInternal, "internal error; see the server log")
+				}
+			}
+			s.metrics.request(sw.status)
+		}()
+		sw.Header().Set("X-Khala-Version", s.opts.Version)
+		sw.Header().Set("Cache-Control", "no-store")
+		r.Body = http.MaxBytesReader(sw, r.Body, s.opts.MaxBody)
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// dispatch picks the route by method, checks its credentials and bounds
+// its time.
+func (s *Server) dispatch(routes []route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := slices.IndexFunc(routes, func(rt route) bool { return rt.method == r.Method })
+		if i < 0 {
+			var allow []string
+			for _, rt := range routes {
+				allow = append(allow, rt.method)
+			}
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, codeMethod, fmt.Sprintf("%s %s is not allowed (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+			return
+		}
+		rt := routes[i]
+		// The server has no ReadTimeout (it would cancel long polls):
+		// each request gets a deadline for its body instead, which stream
+		// routes lift once they have read it.
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(s.opts.RequestTimeout))
+		if !rt.stream {
+			ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
+			defer cancel()
+			r = r.WithContext(ctx)
+			_ = rc.SetWriteDeadline(time.Now().Add(s.opts.RequestTimeout + 5*time.Second))
+		}
+		a, err := s.authenticate(r, rt.auth)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="khala"`)
+			s.fail(w, r, err)
+			return
+		}
+		rt.h(w, r, a)
+	})
+}
+
+// authenticate checks the bearer token against what the route needs. The
+// reasons never repeat the token.
+func (s *Server) authenticate(r *http.Request, kind int) (Agent, error) {
+	if kind == authNone {
+		return Agent{}, nil
+	}
+	tok := bearer(r)
+	if tok == "" {
+		return Agent{}, fmt.Errorf("%w: missing Authorization: Bearer token", ErrUnauthorized)
+	}
+	h := hashToken(tok)
+	switch kind {
+	case authAdmin:
+		if s.opts.AdminToken == (Hash{}) || !sameHash(h, s.opts.AdminToken) || !fromLoopback(r) {
+			return Agent{}, fmt.Errorf("%w: the admin path takes the server's local admin token, from this machine", ErrUnauthorized)
+		}
+		return Agent{Name: "admin"}, nil
+	case authEnroll:
+		// Checked (and consumed) by Enroll itself, in one transaction.
+		if !strings.HasPrefix(tok, prefixEnroll) {
+			return Agent{}, fmt.Errorf("%w: enrolling takes an enrollment token (nerve khala enroll-token)", ErrUnauthorized)
+		}
+		return Agent{Token: h}, nil
+	}
+	a, err := s.store.AgentByToken(r.Context(), h)
+	if errors.Is(err, ErrUnauthorized) {
+		msg := "unknown agent token"
+		if strings.HasPrefix(tok, prefixEnroll) {
+			msg = "this is an enrollment token; enroll with it (POST /v1/agents) and use the agent token you get"
+		}
+		return Agent{}, fmt.Errorf("%w: %s", ErrUnauthorized, msg)
+	}
+	return a, err
+}
+
+func fromLoopback(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,121 @@
+package khala
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// dueBatch is how many due turns one pass reads at a time.
+const dueBatch = 256
+
+// sweeper re-queues expired leases and raises idle events. It sleeps
+// until the earliest deadline storage knows of, and is poked when a claim
+// sets an earlier one; it also looks every Recheck, for deadlines set by
+// other replicas. Every change it makes is conditional on what it read,
+// so two replicas sweeping the same turn change it once.
+type sweeper struct {
+	s    *Server
+	wake chan struct{}
+
+	mu    sync.Mutex
+	armed time.Time // when it will look next; zero while it is looking
+}
+
+func newSweeper(s *Server) *sweeper { return &sweeper{s: s, wake: make(chan struct{}, 1)} }
+
+// poke says a deadline at t now exists.
+func (w *sweeper) poke(t time.Time) {
+	w.mu.Lock()
+	wake := w.armed.IsZero() || t.Before(w.armed)
+	w.mu.Unlock()
+	if wake {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (w *sweeper) run(ctx context.Context) {
+	for {
+		w.mu.Lock()
+		w.armed = time.Time{}
+		w.mu.Unlock()
+		next := w.sweep(ctx)
+		wait := w.s.opts.Recheck
+		if !next.IsZero() {
+			wait = min(wait, time.Until(next))
+		}
+		wait = max(wait, time.Millisecond)
+		w.mu.Lock()
+		w.armed = time.Now().Add(wait)
+		w.mu.Unlock()
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		case <-w.wake:
+			timer.Stop()
+		}
+	}
+}
+
+// sweep deals with everything due and returns the next deadline.
+func (w *sweeper) sweep(ctx context.Context) time.Time {
+	for ctx.Err() == nil {
+		now := w.s.now()
+		due, next, err := w.s.store.Due(ctx, now, dueBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.s.log.Error("sweep: read due turns", "err", err)
+			}
+			return now.Add(time.Second)
+		}
+		for _, d := range due {
+			w.apply(ctx, d, now)
+		}
+		if len(due) < dueBatch {
+			return next
+		}
+	}
+	return time.Time{}
+}
+
+func (w *sweeper) apply(ctx context.Context, d DueTurn, now time.Time) {
+	s := w.s
+	var c *ThreadChange
+	err := s.store.UpdateThread(ctx, d.Thread, func(v *ThreadView) (*ThreadChange, error) {
+		if d.Kind == DueExpired {
+			c = expire(v, d, now)
+		} else {
+			c = idle(v, d, now)
+		}
+		return c, nil
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("sweep: update thread", "thread", d.Thread, "turn", d.Turn, "kind", d.Kind, "err", err)
+		}
+		return
+	}
+	if c == nil {
+		return
+	}
+	s.changed(c)
+	switch {
+	case d.Kind == DueIdle:
+		s.metrics.turnsIdle.Add(1)
+		s.log.Info("turn idle", "thread", d.Thread, "turn", d.Turn)
+	case c.Thread.Status == workflow.StatusFailed:
+		s.metrics.turnsExpired.Add(1)
+		s.log.Warn("thread failed: lease expired on the last attempt", "thread", d.Thread, "turn", d.Turn)
+	default:
+		s.metrics.turnsExpired.Add(1)
+		s.log.Info("lease expired; turn re-queued", "thread", d.Thread, "turn", d.Turn)
+	}
+}

@@ -1,0 +1,141 @@
+package khala
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Webhook delivery runs beside the queue, never in it: events put their
+// webhooks in the storage outbox in the same commit, and this loop posts
+// them with bounded concurrency, so a slow or dead receiver delays only
+// its own notifications. Delivery is at least once; receivers dedupe by
+// the X-Khala-Delivery header.
+const (
+	webhookWorkers = 8
+	// webhookLease keeps a delivery from being taken twice while it is
+	// in flight; past it (a crashed deliverer) it is tried again.
+	webhookLease = time.Minute
+)
+
+func (s *Server) runWebhooks(ctx context.Context) {
+	sem := make(chan struct{}, webhookWorkers)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		hint := s.store.Changed(TopicWebhooks)
+		now := s.now()
+		hooks, next, err := s.store.ClaimWebhooks(ctx, now, webhookLease, webhookWorkers)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Error("webhooks: read the outbox", "err", err)
+			next = now.Add(time.Second)
+		}
+		for _, h := range hooks {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				s.deliver(ctx, h)
+			}()
+		}
+		if len(hooks) == webhookWorkers {
+			continue // more may be due now
+		}
+		wait := s.opts.Recheck
+		if !next.IsZero() {
+			wait = max(min(wait, time.Until(next)), time.Millisecond)
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-hint:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// deliver posts one webhook and records the outcome.
+func (s *Server) deliver(ctx context.Context, h Webhook) {
+	attempts := h.Attempts + 1
+	reason := s.post(ctx, h)
+	// The outcome is recorded even when shutdown cancelled the post.
+	fctx := context.WithoutCancel(ctx)
+	var err error
+	switch {
+	case reason == "":
+		s.metrics.webhooksSent.Add(1)
+		err = s.store.FinishWebhook(fctx, h.ID, attempts, time.Time{}, "")
+	case attempts >= s.opts.WebhookAttempts:
+		s.metrics.webhooksDropped.Add(1)
+		s.log.Warn("webhook given up", "thread", h.Payload.Thread, "event", h.Payload.Event,
+			"host", hostOf(h.URL), "attempts", attempts, "err", reason)
+		err = s.store.FinishWebhook(fctx, h.ID, attempts, time.Time{}, reason)
+	default:
+		s.metrics.webhooksFailed.Add(1)
+		wait := s.opts.WebhookBackoff(attempts)
+		wait += time.Duration(rand.Int64N(int64(wait)/10 + 1)) // jitter: receivers recovering are not stampeded
+		s.log.Debug("webhook failed; will retry", "thread", h.Payload.Thread, "host", hostOf(h.URL),
+			"attempt", attempts, "retry_in", wait, "err", reason)
+		err = s.store.FinishWebhook(fctx, h.ID, attempts, s.now().Add(wait), reason)
+	}
+	if err != nil {
+		s.log.Error("webhooks: record delivery", "id", h.ID, "err", err)
+	}
+}
+
+// post sends h once; "" means the receiver answered 2xx.
+func (s *Server) post(ctx context.Context, h Webhook) string {
+	body, err := json.Marshal(h.Payload)
+	if err != nil {
+		return err.Error()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
+	if err != nil {
+		return err.Error()
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "khala/"+s.opts.Version)
+	req.Header.Set("X-Khala-Event", h.Payload.Event)
+	req.Header.Set("X-Khala-Delivery", strconv.FormatUint(h.ID, 10))
+	resp, err := s.opts.WebhookClient.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Sprintf("receiver answered %s", resp.Status)
+	}
+	return ""
+}
+
+// hostOf is what logs show of a webhook URL: its path or query may carry
+// the receiver's secret.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "?"
+	}
+	return u.Host
+}
+
+// noRedirects keeps a POST from turning into a GET on a 30x: the
+// receiver must answer 2xx itself.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
