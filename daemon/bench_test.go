@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/store"
 	"github.com/nerve-agents/nerve/workflow"
+	bolt "go.etcd.io/bbolt"
 )
 
 // BenchmarkTurn compares one turn of a local thread (moderator, bbolt
@@ -26,6 +28,26 @@ func BenchmarkTurn(b *testing.B) {
 	b.Run("bare-exec", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			if err := exec.Command(truePath).Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("raw-bbolt-commit", func(b *testing.B) { // the durability floor of a turn
+		db, err := bolt.Open(filepath.Join(b.TempDir(), "raw.db"), 0o600, &bolt.Options{NoFreelistSync: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		val := make([]byte, 600)
+		for i := 0; i < b.N; i++ {
+			err := db.Update(func(tx *bolt.Tx) error {
+				bk, err := tx.CreateBucketIfNotExists([]byte("b"))
+				if err != nil {
+					return err
+				}
+				return bk.Put([]byte(strconv.Itoa(i)), val)
+			})
+			if err != nil {
 				b.Fatal(err)
 			}
 		}

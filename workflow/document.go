@@ -25,7 +25,7 @@ var jsonNull = func() any {
 func (s State) document() map[string]any {
 	msgs := make([]any, len(s.Messages))
 	for i := range s.Messages {
-		msgs[i] = s.Messages[i].document()
+		msgs[i] = s.docs.get(&s.Messages[i])
 	}
 	var last any = jsonNull
 	if s.Last != nil {
@@ -108,4 +108,32 @@ func plain(v any) any {
 		}
 		return plain(back)
 	}
+}
+
+// DocCache keeps each message's moderator document, built once: a stored
+// message never changes, and rebuilding a long thread's history on every
+// turn would make routing cost grow with the thread. The zero value (and
+// nil) builds every time. Not safe for concurrent use.
+type DocCache struct {
+	byStep map[int]docEntry
+}
+
+type docEntry struct {
+	at  time.Time
+	doc map[string]any
+}
+
+func (c *DocCache) get(m *Message) map[string]any {
+	if c == nil {
+		return m.document()
+	}
+	if e, ok := c.byStep[m.Step]; ok && e.at.Equal(m.At) {
+		return e.doc
+	}
+	if c.byStep == nil {
+		c.byStep = map[int]docEntry{}
+	}
+	doc := m.document()
+	c.byStep[m.Step] = docEntry{at: m.At, doc: doc}
+	return doc
 }

@@ -33,7 +33,8 @@ type TurnFunc func(ctx context.Context, t *Thread, d *Definition, turn Turn, his
 // several), stores each answer, and asks again until the thread ends.
 //
 // Each answered turn costs one transaction: the last answer of a round is
-// committed together with the moderator's next decision.
+// committed together with the moderator's next decision. An Engine drives
+// one thread at a time (it caches that thread's moderator documents).
 type Engine struct {
 	Store Store
 	Turn  TurnFunc
@@ -41,6 +42,8 @@ type Engine struct {
 	Agent string
 	// Now is the clock (tests may fix it).
 	Now func() time.Time
+
+	docs DocCache
 }
 
 // ErrCancelled ends a thread the user cancelled; pass it as the cause of
@@ -156,7 +159,7 @@ func (e *Engine) runPending(ctx context.Context, d *Definition, t *Thread, msgs 
 // route asks the moderator what follows msgs and returns the update that
 // records it; answered, when set, is stored in the same transaction.
 func (e *Engine) route(ctx context.Context, d *Definition, t *Thread, msgs []Message, answered *Message) (Update, error) {
-	dec, err := Route(ctx, d, NewState(t, msgs))
+	dec, err := Route(ctx, d, NewState(t, msgs).WithCache(&e.docs))
 	var re *RoutingError
 	var u Update
 	switch {

@@ -107,6 +107,14 @@ type State struct {
 	Step     int            `json:"step"`
 	Messages []Message      `json:"messages"`
 	Last     *Message       `json:"last"`
+
+	docs *DocCache
+}
+
+// WithCache returns s building its moderator document through c.
+func (s State) WithCache(c *DocCache) State {
+	s.docs = c
+	return s
 }
 
 // NewState builds the moderator's input from a thread and its messages
