@@ -39,7 +39,13 @@ func (e *NotFoundError) Hint() string {
 // Discover parses every *.yaml and *.yml file in dirs (missing directories
 // are skipped). Entries are sorted by name; a name defined twice keeps the
 // first directory's and reports the other as an error.
-func Discover(dirs []string) []Entry {
+func Discover(dirs []string) []Entry { return discover(dirs, false) }
+
+// List is Discover for showing definitions, not running them: the roles'
+// meta schemas are not compiled (Role.Schema is nil), so it is fast.
+func List(dirs []string) []Entry { return discover(dirs, true) }
+
+func discover(dirs []string, light bool) []Entry {
 	var out []Entry
 	seen := map[string]string{}
 	for _, dir := range dirs {
@@ -56,7 +62,7 @@ func Discover(dirs []string) []Entry {
 				continue
 			}
 			path := filepath.Join(dir, f.Name())
-			d, err := LoadFile(path)
+			d, err := loadFile(path, light)
 			if err != nil {
 				out = append(out, Entry{Name: strings.TrimSuffix(f.Name(), ext), File: path, Err: err})
 				continue

@@ -94,20 +94,28 @@ var (
 )
 
 // LoadFile reads and checks the definition at path.
-func LoadFile(path string) (*Definition, error) {
+func LoadFile(path string) (*Definition, error) { return loadFile(path, false) }
+
+func loadFile(path string, light bool) (*Definition, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, &config.FileError{File: path, Msg: strings.TrimPrefix(err.Error(), "open "+path+": ")}
 	}
-	return Parse(path, data, func(name string) ([]byte, error) {
+	return parse(path, data, func(name string) ([]byte, error) {
 		return os.ReadFile(filepath.Join(filepath.Dir(path), name))
-	})
+	}, light)
 }
 
 // Parse checks a definition. readFile resolves a moderator that names a
 // file beside the definition; nil means the moderator must be inline.
-// adapterKnown, when checking local roles, is applied by CheckAdapters.
+// Adapters are checked separately (CheckAdapters): they depend on nerve.yaml.
 func Parse(path string, data []byte, readFile func(string) ([]byte, error)) (*Definition, error) {
+	return parse(path, data, readFile, false)
+}
+
+// parse is Parse; light skips compiling the roles' meta schemas, which
+// costs milliseconds a listing does not need.
+func parse(path string, data []byte, readFile func(string) ([]byte, error), light bool) (*Definition, error) {
 	var f file
 	lines, err := config.DecodeStrict(path, data, &f)
 	if err != nil {
@@ -153,7 +161,7 @@ func Parse(path string, data []byte, readFile func(string) ([]byte, error)) (*De
 		if r.Context != nil && r.Context.Last < 0 {
 			bad(p+".context.last", "must not be negative")
 		}
-		if r.Meta != nil {
+		if r.Meta != nil && !light {
 			s, err := compileSchema(d.Name+"/"+name, r.Meta)
 			if err != nil {
 				bad(p+".meta", "not a valid JSON Schema: %s", oneLine(err.Error()))

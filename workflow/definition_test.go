@@ -167,8 +167,13 @@ func TestDiscoverAndFind(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "pair.yaml"), []byte(twoRoles), 0o600)
 	os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("workflow: [\n"), 0o600)
 	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("ignored"), 0o600)
-	if _, err := Find([]string{dir}, "pair"); err != nil {
-		t.Fatal(err)
+	if d, err := Find([]string{dir}, "pair"); err != nil || d.Roles["b"].Schema() == nil {
+		t.Fatalf("Find must return a runnable definition: %v", err)
+	}
+	for _, e := range List([]string{dir}) {
+		if e.Name == "pair" && (e.Def == nil || e.Def.Roles["b"].Schema() != nil) {
+			t.Fatal("List parses without compiling schemas")
+		}
 	}
 	_, err := Find([]string{dir, filepath.Join(dir, "missing")}, "nope")
 	var nf *NotFoundError

@@ -101,7 +101,7 @@ func completeWorkflows(f *Factory) func(*cobra.Command, []string, string) ([]str
 			return nil, cobra.ShellCompDirectiveError
 		}
 		var names []string
-		for _, e := range workflow.Discover(dirs) {
+		for _, e := range workflow.List(dirs) {
 			if e.Def != nil {
 				names = append(names, e.Name)
 			}

@@ -48,7 +48,7 @@ func workflowListRun(ctx context.Context, f *Factory, opts *workflowListOptions)
 	if err != nil {
 		return err
 	}
-	entries := workflow.Discover(dirs)
+	entries := workflow.List(dirs)
 	out := []listEntry{}
 	for _, e := range entries {
 		if e.Def == nil {
