@@ -220,3 +220,35 @@ echo ok
 		}
 	}
 }
+
+// Enrollment and the remote check against a real server: a wrong or used
+// enrollment token, a taken name, a token the server does not know.
+func TestE2EInitAgainstKhala(t *testing.T) {
+	k := startKhala(t)
+	e := newEnv(t)
+	e.write("nerve.yaml", "agent: {name: solo}\n")
+	r := e.must(2, "init", "--remote", "origin="+k.url, "--enroll-token", "khala_enroll_wrong")
+	if !strings.Contains(r.stderr, "refused the enrollment token") || !strings.Contains(r.stderr, "hint: ") {
+		t.Fatalf("wrong enrollment token: %s", r)
+	}
+	tok := k.enrollToken(t, 1)
+	e.must(0, "init", "--remote", "origin="+k.url, "--enroll-token", tok)
+	r = e.must(2, "init", "--remote", "origin="+k.url, "--enroll-token", tok)
+	if !strings.Contains(r.stderr, "refused the enrollment token") {
+		t.Fatalf("a used token: %s", r)
+	}
+	other := newEnv(t)
+	other.write("nerve.yaml", "agent: {name: solo}\n")
+	r = other.must(2, "init", "--remote", "origin="+k.url, "--enroll-token", k.enrollToken(t, 1))
+	if !strings.Contains(r.stderr, "already has an agent called solo") {
+		t.Fatalf("a taken name: %s", r)
+	}
+	// A token the server does not know: the check fails with how to re-enroll.
+	e.write("tokens/origin", "khala_agent_forged\n")
+	os.Chmod(filepath.Join(e.home, "tokens/origin"), 0o600)
+	e.write("nerve.yaml", fmt.Sprintf("remotes:\n  origin: {url: %q}\nsenses:\n  - {name: q, kind: khala, remote: origin}\nreflexes:\n  - {on: q, do: turn, adapter: example}\n", k.url))
+	r = e.must(1, "init")
+	if !strings.Contains(r.stdout, "✗ remote origin") || !strings.Contains(r.stdout, "enroll again") {
+		t.Fatalf("unknown agent token: %s", r)
+	}
+}
