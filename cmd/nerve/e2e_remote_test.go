@@ -231,6 +231,9 @@ func TestE2EInitAgainstKhala(t *testing.T) {
 	if !strings.Contains(r.stderr, "refused the enrollment token") || !strings.Contains(r.stderr, "hint: ") {
 		t.Fatalf("wrong enrollment token: %s", r)
 	}
+	if cfg, _ := os.ReadFile(filepath.Join(e.home, "nerve.yaml")); strings.Contains(string(cfg), "origin") {
+		t.Fatalf("a refused enrollment must leave nerve.yaml as it was:\n%s", cfg)
+	}
 	tok := k.enrollToken(t, 1)
 	e.must(0, "init", "--remote", "origin="+k.url, "--enroll-token", tok)
 	r = e.must(2, "init", "--remote", "origin="+k.url, "--enroll-token", tok)

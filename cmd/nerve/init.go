@@ -106,17 +106,12 @@ func initRun(ctx context.Context, f *Factory, opts *initOptions) error {
 	}
 	step("workflows", existed(paths.Workflows(), created))
 
-	if remoteName != "" {
-		if err := config.SetRemote(cfgPath, remoteName, remoteURL); err != nil {
-			return err
-		}
-		step("remote "+remoteName, "set to "+remoteURL+" in "+displayPath(cfgPath))
-	}
-	cfg, err := f.Config()
+	cfg, err := config.Load(config.LoadOptions{File: f.configFile, Getenv: f.Getenv})
 	if err != nil {
 		return err
 	}
 	if opts.EnrollToken != "" {
+		// Enroll first: a refused token leaves nerve.yaml as it was.
 		c := remote.New(remoteName, remoteURL, "")
 		tok, err := c.Enroll(ctx, opts.EnrollToken, cfg.Agent.Name)
 		if err != nil {
@@ -126,6 +121,15 @@ func initRun(ctx context.Context, f *Factory, opts *initOptions) error {
 			return fmt.Errorf("store the agent token: %w", err)
 		}
 		step("enrolled", fmt.Sprintf("as %s with %s; token in %s (0600)", cfg.Agent.Name, remoteName, displayPath(paths.Home+"/tokens/"+remoteName)))
+	}
+	if remoteName != "" {
+		if err := config.SetRemote(cfgPath, remoteName, remoteURL); err != nil {
+			return err
+		}
+		step("remote "+remoteName, "set to "+remoteURL+" in "+displayPath(cfgPath))
+		if cfg, err = config.Load(config.LoadOptions{File: f.configFile, Getenv: f.Getenv}); err != nil {
+			return err
+		}
 	}
 	rep := initReport{Checks: append(steps, availability(ctx, f, cfg)...)}
 	rep.OK = true
