@@ -255,3 +255,21 @@ func TestE2EInitAgainstKhala(t *testing.T) {
 		t.Fatalf("unknown agent token: %s", r)
 	}
 }
+
+// Cancelling a remote thread reaches the adapter running its turn: the
+// next heartbeat says cancel, and the daemon kills the adapter's group.
+func TestE2ERemoteCancelKillsTheAdapter(t *testing.T) {
+	k := startKhala(t)
+	marker := "nerve-remote-cancel-" + fmt.Sprint(time.Now().UnixNano())
+	a := agentEnv(t, k, k.enrollToken(t, 1), "agent-a", "exec sh -c 'sleep 300' "+marker+"\n", "", 1)
+	a.write("one.yaml", "workflow: one\nmoderator: 'last = null ? {\"role\": \"w\"} : {\"done\": true}'\nlimits: {claim: 3s}\nroles:\n  w: {adapter: x, prompt: p}\n")
+	a.must(0, "workflow", "push", filepath.Join(a.home, "one.yaml"), "origin")
+	a.must(0, "daemon", "start")
+	ref := strings.TrimSpace(a.must(0, "workflow", "run", "origin/one", "--detach").stdout)
+	waitFor(t, "the adapter", func() bool { return len(processesWith(marker)) > 0 })
+	r := a.must(0, "workflow", "cancel", ref)
+	if !strings.Contains(r.stdout, "cancelled") {
+		t.Fatalf("cancel: %s", r)
+	}
+	waitFor(t, "the adapter to be killed", func() bool { return len(processesWith(marker)) == 0 })
+}
