@@ -19,9 +19,14 @@ type histories struct {
 	mu    sync.Mutex
 	order []string
 	msgs  map[string][]workflow.Message
+	// evicted is called with a key dropped from the cache (its snapshot
+	// file goes with it).
+	evicted func(key string)
 }
 
-func newHistories() *histories { return &histories{msgs: map[string][]workflow.Message{}} }
+func newHistories(evicted func(string)) *histories {
+	return &histories{msgs: map[string][]workflow.Message{}, evicted: evicted}
+}
 
 // get returns the thread's messages, in step order.
 func (h *histories) get(ctx context.Context, cl *remote.Client, key, thread string) ([]workflow.Message, error) {
@@ -42,8 +47,12 @@ func (h *histories) get(ctx context.Context, cl *remote.Client, key, thread stri
 	if _, ok := h.msgs[key]; !ok {
 		h.order = append(h.order, key)
 		if len(h.order) > maxCachedThreads {
-			delete(h.msgs, h.order[0])
+			old := h.order[0]
+			delete(h.msgs, old)
 			h.order = h.order[1:]
+			if h.evicted != nil {
+				h.evicted(old)
+			}
 		}
 	}
 	h.msgs[key] = merged

@@ -18,13 +18,15 @@ type outbox struct {
 	d    *Daemon
 	wake chan struct{}
 
-	mu      sync.Mutex
-	backoff map[string]time.Time // remote -> not before
-	fails   map[string]int
+	mu       sync.Mutex
+	backoff  map[string]time.Time // remote -> not before
+	fails    map[string]int
+	inflight map[uint64]bool // being sent by sendNow
 }
 
 func newOutbox(d *Daemon) *outbox {
-	return &outbox{d: d, wake: make(chan struct{}, 1), backoff: map[string]time.Time{}, fails: map[string]int{}}
+	return &outbox{d: d, wake: make(chan struct{}, 1), backoff: map[string]time.Time{}, fails: map[string]int{},
+		inflight: map[uint64]bool{}}
 }
 
 // kick asks for a delivery round now.
@@ -69,8 +71,9 @@ func (o *outbox) flush(ctx context.Context) int {
 		}
 		o.mu.Lock()
 		wait := time.Until(o.backoff[it.Remote])
+		busy := o.inflight[it.Seq]
 		o.mu.Unlock()
-		if wait > 0 {
+		if wait > 0 || busy {
 			left++
 			continue
 		}
@@ -85,25 +88,62 @@ func (o *outbox) flush(ctx context.Context) int {
 			cl.Retries = 0
 			clients[it.Remote] = cl
 		}
-		err := cl.Respond(ctx, it.Turn, it.Response)
-		switch {
-		case err == nil:
-			o.d.log.Info("response delivered", "remote", it.Remote, "turn", it.Turn, "thread", it.Thread)
-		case remote.IsClaimLost(err):
-			o.d.log.Info("response refused: the claim was no longer ours", "remote", it.Remote, "turn", it.Turn)
-		case remote.IsStatus(err, http.StatusNotFound), remote.IsStatus(err, http.StatusBadRequest):
-			o.d.log.Error("response undeliverable; dropped", "remote", it.Remote, "turn", it.Turn, "err", err)
-		default:
-			o.delay(it.Remote, err)
+		if !o.settle(it, cl.Respond(ctx, it.Turn, it.Response)) {
 			left++
-			continue
 		}
-		o.mu.Lock()
-		delete(o.fails, it.Remote)
-		o.mu.Unlock()
-		o.d.store.Delivered(it.Seq)
 	}
 	return left
+}
+
+// sendNow delivers a response just queued, on the turn's own goroutine:
+// the usual case costs no hand-off to the delivery loop. Whatever it
+// cannot deliver stays in the outbox for the loop.
+func (o *outbox) sendNow(it store.OutboxItem) {
+	o.mu.Lock()
+	if time.Until(o.backoff[it.Remote]) > 0 {
+		o.mu.Unlock()
+		o.kick(it)
+		return
+	}
+	o.inflight[it.Seq] = true
+	o.mu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		delete(o.inflight, it.Seq)
+		o.mu.Unlock()
+	}()
+	cl, err := remote.ForConfig(o.d.config(), it.Remote)
+	if err != nil {
+		o.kick(it)
+		return
+	}
+	cl.Retries = 0
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if !o.settle(it, cl.Respond(ctx, it.Turn, it.Response)) {
+		o.kick(it)
+	}
+}
+
+// settle records the outcome of one delivery and reports whether the item
+// is done with (delivered, or refused for good).
+func (o *outbox) settle(it store.OutboxItem, err error) bool {
+	switch {
+	case err == nil:
+		o.d.log.Debug("response delivered", "remote", it.Remote, "turn", it.Turn, "thread", it.Thread)
+	case remote.IsClaimLost(err):
+		o.d.log.Info("response refused: the claim was no longer ours", "remote", it.Remote, "turn", it.Turn)
+	case remote.IsStatus(err, http.StatusNotFound), remote.IsStatus(err, http.StatusBadRequest):
+		o.d.log.Error("response undeliverable; dropped", "remote", it.Remote, "turn", it.Turn, "err", err)
+	default:
+		o.delay(it.Remote, err)
+		return false
+	}
+	o.mu.Lock()
+	delete(o.fails, it.Remote)
+	o.mu.Unlock()
+	o.d.store.Delivered(it.Seq)
+	return true
 }
 
 // delay backs a remote off exponentially, logging the first failure only.

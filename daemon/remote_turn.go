@@ -87,7 +87,7 @@ func (r *runner) runRemoteTurn(remoteName string, t remote.Turn, adapterName str
 		return
 	}
 	r.deleteClaim(remoteName, t.Turn) // the outbox has it now
-	r.d.outbox.kick(item)
+	r.d.outbox.sendNow(item)
 }
 
 // execRemote runs the adapter for a remote turn; ok is false when the
@@ -117,11 +117,12 @@ func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName s
 	if err != nil && ctx.Err() == nil {
 		r.d.log.Warn("read remote thread for its snapshot", "thread", ref, "err", err)
 	}
+	// The snapshot stays while the history is cached (histories removes it
+	// on eviction), so the next turn of the thread only appends to it.
 	snap, err := r.snaps.update(snapKey, history)
 	if err != nil {
 		return fail("adapter", fmt.Errorf("write thread snapshot: %w", err))
 	}
-	defer r.snaps.remove(snapKey)
 	workdir := r.d.paths.Home
 	req := adapter.Request{
 		Prompt:  t.Prompt,

@@ -27,9 +27,11 @@ type runner struct {
 }
 
 func newRunner(d *Daemon, ctx context.Context) *runner {
-	return &runner{d: d, ctx: ctx, threads: map[string]context.CancelCauseFunc{},
+	r := &runner{d: d, ctx: ctx, threads: map[string]context.CancelCauseFunc{},
 		active: map[string]ActiveTurn{}, idle: make(chan struct{}),
-		snaps: newSnapshots(d.paths.Snapshots()), hist: newHistories()}
+		snaps: newSnapshots(d.paths.Snapshots())}
+	r.hist = newHistories(r.snaps.remove)
+	return r
 }
 
 func (r *runner) engine() *workflow.Engine {
