@@ -26,7 +26,7 @@ func (r *runner) RunTurn(remoteName string, t remote.Turn, adapterName string, d
 	go func() {
 		defer r.wg.Done()
 		defer done()
-		r.runRemoteTurn(remoteName, t, adapterName)
+		r.runRemoteTurn(remoteName, t, adapterName, done)
 	}()
 }
 
@@ -49,7 +49,10 @@ func (r *runner) release(remoteName string, t remote.Turn) {
 	r.deleteClaim(remoteName, t.Turn)
 }
 
-func (r *runner) runRemoteTurn(remoteName string, t remote.Turn, adapterName string) {
+// runRemoteTurn runs the turn; done frees its capacity slot as soon as the
+// answer is in the outbox, so the next claim is on its way while the
+// answer is delivered.
+func (r *runner) runRemoteTurn(remoteName string, t remote.Turn, adapterName string, done func()) {
 	cfg := r.d.config()
 	cl, err := remote.ForConfig(cfg, remoteName)
 	if err != nil {
@@ -87,6 +90,7 @@ func (r *runner) runRemoteTurn(remoteName string, t remote.Turn, adapterName str
 		return
 	}
 	r.deleteClaim(remoteName, t.Turn) // the outbox has it now
+	done()
 	r.d.outbox.sendNow(item)
 }
 
