@@ -120,3 +120,15 @@ func TestE2EInitBadFlagsAndRemotes(t *testing.T) {
 		t.Fatalf("enroll against nothing: %s", r)
 	}
 }
+
+func TestE2EInitExampleLoads(t *testing.T) {
+	e := newEnv(t)
+	r := e.must(0, "init", "--example")
+	e.write("nerve.yaml", r.stdout)
+	// The example names a workflow ("report") this home does not have: the
+	// only problem validate may find.
+	v := e.must(2, "validate")
+	if !strings.Contains(v.stdout, `unknown workflow "report"`) || strings.Count(strings.TrimSpace(v.stdout), "\n") != 0 {
+		t.Fatalf("validate of the example: %s", v)
+	}
+}

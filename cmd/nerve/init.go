@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	nerve "github.com/nerve-agents/nerve"
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/spf13/cobra"
@@ -17,6 +18,7 @@ type initOptions struct {
 	Remote      string // NAME=URL
 	EnrollToken string
 	JSON        bool
+	Example     bool
 }
 
 // check is one line of the availability checklist.
@@ -53,6 +55,10 @@ something a workflow or reflex needs is missing; other problems are warnings.`,
 			if runF != nil {
 				return runF(opts)
 			}
+			if opts.Example {
+				_, err := f.IO.Out.Write(nerve.ExampleConfig)
+				return err
+			}
 			return initRun(cmd.Context(), f, opts)
 		},
 	}
@@ -60,6 +66,7 @@ something a workflow or reflex needs is missing; other problems are warnings.`,
 	cmd.Flags().StringVar(&opts.Remote, "remote", "", "add a remote as NAME=URL")
 	cmd.Flags().StringVar(&opts.EnrollToken, "enroll-token", "", "enroll with the remote using this token (from 'nerve khala enroll-token')")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"ok", "checks": [...]}`)
+	cmd.Flags().BoolVar(&opts.Example, "example", false, "print a nerve.yaml documenting every key, and do nothing else")
 	return cmd
 }
 
