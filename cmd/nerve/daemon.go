@@ -75,15 +75,29 @@ func runDaemon(f *Factory, flags *pflag.FlagSet, cmd *cobra.Command) error {
 	})
 }
 
+// daemonState is the --json answer of daemon start and stop.
+type daemonState struct {
+	Running bool   `json:"running"`
+	PID     int    `json:"pid,omitempty"`
+	Home    string `json:"home"`
+	Log     string `json:"log,omitempty"`
+	Already bool   `json:"already,omitempty"` // it was already so
+}
+
 func newCmdDaemonStart(f *Factory) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Start the daemon in the background",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			home := config.Home(f.Getenv)
+			logPath := config.Paths{Home: home}.Log()
 			c := daemon.NewClient(config.Paths{Home: home}.Socket())
 			if st, serr := c.Status(cmd.Context()); serr == nil {
+				if asJSON {
+					return json.NewEncoder(f.IO.Out).Encode(daemonState{Running: true, PID: st.PID, Home: home, Log: logPath, Already: true})
+				}
 				fmt.Fprintf(f.IO.Out, "nerve daemon already running (pid %d, NERVE_HOME=%s)\n", st.PID, home)
 				return nil
 			}
@@ -98,14 +112,22 @@ func newCmdDaemonStart(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(f.IO.Out, "nerve daemon started (pid %d, NERVE_HOME=%s, log %s)\n", pid, home, config.Paths{Home: home}.Log())
+			if asJSON {
+				return json.NewEncoder(f.IO.Out).Encode(daemonState{Running: true, PID: pid, Home: home, Log: logPath})
+			}
+			fmt.Fprintf(f.IO.Out, "nerve daemon started (pid %d, NERVE_HOME=%s, log %s)\n", pid, home, logPath)
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcome as JSON")
+	return cmd
 }
 
 func newCmdDaemonStop(f *Factory) *cobra.Command {
-	var timeout time.Duration
+	var (
+		timeout time.Duration
+		asJSON  bool
+	)
 	cmd := &cobra.Command{
 		Use:   "stop",
 		Short: "Stop the background daemon gracefully",
@@ -116,6 +138,9 @@ func newCmdDaemonStop(f *Factory) *cobra.Command {
 			pid, err := c.Shutdown(cmd.Context())
 			var nr *daemon.NotRunningError
 			if errors.As(err, &nr) {
+				if asJSON {
+					return json.NewEncoder(f.IO.Out).Encode(daemonState{Home: paths.Home, Already: true})
+				}
 				fmt.Fprintln(f.IO.Out, "nerve daemon is not running")
 				return nil
 			}
@@ -125,6 +150,9 @@ func newCmdDaemonStop(f *Factory) *cobra.Command {
 			deadline := time.Now().Add(timeout)
 			for time.Now().Before(deadline) {
 				if syscall.Kill(pid, 0) != nil {
+					if asJSON {
+						return json.NewEncoder(f.IO.Out).Encode(daemonState{PID: pid, Home: paths.Home})
+					}
 					fmt.Fprintf(f.IO.Out, "nerve daemon stopped (pid %d)\n", pid)
 					return nil
 				}
@@ -134,6 +162,7 @@ func newCmdDaemonStop(f *Factory) *cobra.Command {
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 60*time.Second, "how long to wait for the daemon to exit")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcome as JSON")
 	return cmd
 }
 
