@@ -37,8 +37,10 @@ func endpoints(thread, turn string) []endpoint {
 	}
 }
 
-func TestAuthMatrix(t *testing.T) {
-	ts := newTestServer(t, func(o *Options) { o.AdminToken = hashToken("khala_admin_real") })
+func TestAuthMatrix(t *testing.T) { eachBackend(t, testAuthMatrix) }
+
+func testAuthMatrix(t *testing.T, bk backend) {
+	ts := bk.server(t, func(o *Options) { o.AdminToken = hashToken("khala_admin_real") })
 	a := ts.agent("a")
 	a.putWorkflow(pairWF)
 	id := a.start("pair", nil, "")
@@ -85,8 +87,10 @@ func TestAuthMatrix(t *testing.T) {
 	}
 }
 
-func TestEnrollmentTokens(t *testing.T) {
-	ts := newTestServer(t)
+func TestEnrollmentTokens(t *testing.T) { eachBackend(t, testEnrollmentTokens) }
+
+func testEnrollmentTokens(t *testing.T, bk backend) {
+	ts := bk.server(t)
 	ctx := t.Context()
 	once, err := IssueEnrollToken(ctx, ts.store, 1, 0, time.Now())
 	if err != nil {

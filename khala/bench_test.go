@@ -3,11 +3,18 @@ package khala
 import "testing"
 
 // The figures DESIGN.md asks for are measured against the real binary in
-// cmd/nerve (BenchmarkKhala*); this in-process one is for profiling:
+// cmd/nerve (BenchmarkKhala*); this in-process one is for profiling, on
+// each backend:
 //
-//	go test ./khala -run '^$' -bench Sequential -cpuprofile cpu.out
+//	go test ./khala -run '^$' -bench Sequential/postgres -cpuprofile cpu.out
 func BenchmarkSequentialTurnsInProcess(b *testing.B) {
-	ts := newTestServer(b)
+	for _, bk := range backends {
+		b.Run(bk.name, func(b *testing.B) { benchSequential(b, bk) })
+	}
+}
+
+func benchSequential(b *testing.B, bk backend) {
+	ts := bk.server(b)
 	a := ts.agent("a")
 	a.putWorkflow(`workflow: relay
 binding: cloud

@@ -116,6 +116,14 @@ func (b *Bolt) Close() error {
 	return b.db.Close()
 }
 
+// Ping implements Storage: an open file is always reachable.
+func (b *Bolt) Ping(ctx context.Context) error {
+	if b.w.isClosed() {
+		return ErrClosed
+	}
+	return nil
+}
+
 // Changed implements Storage.
 func (b *Bolt) Changed(topic string) <-chan struct{} { return b.hints.Wait(topic) }
 

@@ -91,6 +91,12 @@ func (w *writer) commit(batch []*boltOp) {
 	}
 }
 
+func (w *writer) isClosed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.closed
+}
+
 // close refuses new requests and waits for the accepted ones; it reports
 // false if the writer was already closed.
 func (w *writer) close() bool {

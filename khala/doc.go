@@ -40,7 +40,9 @@
 // token, replaced at every start and removed at shutdown) and calls
 // POST /v1/admin/enroll-tokens, which takes only that token and only from
 // a loopback address. Whoever can read the database's directory could
-// read the database anyway, so the file grants nothing new.
+// read the database anyway, so the file grants nothing new. On PostgreSQL
+// no process holds the database, and the command writes the token there
+// itself (IssuePostgresToken).
 //
 // # Leases
 //
@@ -62,12 +64,19 @@
 // on disk go together into the next one (group commit, bolt_commit.go),
 // and a thread's records sit in one key range, so a commit writes a few
 // pages; the moderator runs outside the transaction, under the thread's
-// lock. Measure with go test ./cmd/nerve -run '^$' -bench Khala.
+// lock. On PostgreSQL a claim is one round trip (statement and COMMIT in
+// one batch) and an answer two (the view read under the thread's row
+// lock; then, after the moderator, the change and its COMMIT); the
+// server's own group commit shares the flushes. Measure with go test
+// ./cmd/nerve -run '^$' -bench Khala (both backends).
 //
 // # Storage
 //
 // Storage is the contract a backend keeps (see its comment); Bolt is the
 // embedded one. Nothing lives only in one process's memory but wake-up
-// hints and caches of immutable data, so a PostgreSQL backend can serve
-// several stateless replicas.
+// hints and caches of immutable data, so Postgres, the other backend,
+// serves several stateless replicas of one database (pg.go has how:
+// row locks in one order, SKIP LOCKED claims, LISTEN/NOTIFY wake-ups,
+// migrations under an advisory lock). docs/khala-postgres.md is the
+// operator's side of it.
 package khala

@@ -71,8 +71,10 @@ func collect(t *testing.T, ch <-chan workflow.Event) []workflow.Event {
 	}
 }
 
-func TestEventStream(t *testing.T) {
-	ts := newTestServer(t)
+func TestEventStream(t *testing.T) { eachBackend(t, testEventStream) }
+
+func testEventStream(t *testing.T, bk backend) {
+	ts := bk.server(t)
 	a := ts.agent("a")
 	a.putWorkflow(pairWF)
 	id := a.start("pair", nil, "")
@@ -105,8 +107,10 @@ func TestEventStream(t *testing.T) {
 	}
 }
 
-func TestRestartKeepsState(t *testing.T) {
-	ts := newTestServer(t)
+func TestRestartKeepsState(t *testing.T) { eachBackend(t, testRestartKeepsState) }
+
+func testRestartKeepsState(t *testing.T, bk backend) {
+	ts := bk.server(t)
 	a := ts.agent("a")
 	a.putWorkflow(pairWF)
 	id := a.start("pair", nil, "")
@@ -114,11 +118,7 @@ func TestRestartKeepsState(t *testing.T) {
 
 	// A new server on the same file, after this one stopped.
 	ts.stop()
-	store, err := OpenBolt(ts.path, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv2 := newServerOn(t, store)
+	srv2 := newServerOn(t, ts.reopen(t))
 	b := &client{ts: srv2, token: a.token, name: "a"}
 	// The lease survived: its holder answers through the new server.
 	if s, d := b.respond(tk, "after restart", nil); s != 200 {
@@ -133,8 +133,10 @@ func TestRestartKeepsState(t *testing.T) {
 	}
 }
 
-func TestMetrics(t *testing.T) {
-	ts := newTestServer(t)
+func TestMetrics(t *testing.T) { eachBackend(t, testMetrics) }
+
+func testMetrics(t *testing.T, bk backend) {
+	ts := bk.server(t)
 	a := ts.agent("a")
 	a.putWorkflow(pairWF)
 	a.start("pair", nil, "")

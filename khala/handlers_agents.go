@@ -11,7 +11,20 @@ import (
 
 var agentNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
+// healthTimeout bounds the storage ping of GET /v1/health, so a load
+// balancer's probe gets an answer while the database hangs.
+const healthTimeout = 2 * time.Second
+
+// handleHealth answers 200 only when the storage answers: a replica that
+// lost its database is 503, with the error shape, until it is back.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ Agent) {
+	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the database is unreachable")
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "version": s.opts.Version})
 }
 

@@ -18,17 +18,74 @@ import (
 	"github.com/nerve-agents/nerve/workflow"
 )
 
-// testServer is a Khala server on a loopback port over a bbolt file in
-// a temp dir: requests really cross a connection.
+// testServer is a Khala server on a loopback port over a backend's
+// fresh store: requests really cross a connection.
 type testServer struct {
 	t      testing.TB
 	URL    string
 	srv    *Server
-	store  *Bolt
-	path   string
+	store  Storage
 	enroll string
 	client *http.Client
 	stop   func()
+	// reopen opens another store over the same data: the server
+	// restarted, or another replica.
+	reopen func(testing.TB) Storage
+}
+
+// backend is a Storage the suite runs on. open returns a new, empty
+// store and a func that opens another store over the same data.
+type backend struct {
+	name string
+	open func(t testing.TB) (Storage, func(testing.TB) Storage)
+}
+
+// backends are what every test that takes a backend runs on, each as a
+// subtest: the embedded bbolt file, and PostgreSQL (pg_harness_test.go),
+// which skips with a reason when PostgreSQL is not installed.
+var backends = []backend{
+	{"bolt", openBoltBackend},
+	{"postgres", openPostgresBackend},
+}
+
+// serveOptions are Serve's options for a fresh database of bk, with an
+// enrollment token issued in it.
+func (bk backend) serveOptions(t testing.TB) (ServeOptions, string) {
+	t.Helper()
+	store, _ := bk.open(t)
+	defer store.Close()
+	et, err := IssueEnrollToken(t.Context(), store, 100, 0, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o ServeOptions
+	switch s := store.(type) {
+	case *Bolt:
+		o.DB = s.db.Path()
+	case *Postgres:
+		o.Postgres = s.cfg.ConnString()
+	}
+	return o, et.Token
+}
+
+// eachBackend runs test once per backend.
+func eachBackend(t *testing.T, test func(t *testing.T, bk backend)) {
+	for _, bk := range backends {
+		t.Run(bk.name, func(t *testing.T) { test(t, bk) })
+	}
+}
+
+func openBoltBackend(t testing.TB) (Storage, func(testing.TB) Storage) {
+	path := filepath.Join(t.TempDir(), "khala.db")
+	open := func(t testing.TB) Storage {
+		t.Helper()
+		store, err := OpenBolt(path, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store
+	}
+	return open(t), open
 }
 
 // logWriter routes server logs to t.Log until the test ends.
@@ -47,15 +104,19 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// newTestServer is a server on bbolt, for what is about the server
+// rather than its storage.
 func newTestServer(t testing.TB, tune ...func(*Options)) *testServer {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "khala.db")
-	store, err := OpenBolt(path, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return backends[0].server(t, tune...)
+}
+
+// server starts a test server on a fresh store of bk.
+func (bk backend) server(t testing.TB, tune ...func(*Options)) *testServer {
+	t.Helper()
+	store, reopen := bk.open(t)
 	ts := newServerOn(t, store, tune...)
-	ts.path = path
+	ts.reopen = reopen
 	et, err := IssueEnrollToken(t.Context(), store, 1000, 0, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +127,7 @@ func newTestServer(t testing.TB, tune ...func(*Options)) *testServer {
 
 // newServerOn serves an open store; stop (also run at cleanup) shuts the
 // server down and closes the store.
-func newServerOn(t testing.TB, store *Bolt, tune ...func(*Options)) *testServer {
+func newServerOn(t testing.TB, store Storage, tune ...func(*Options)) *testServer {
 	t.Helper()
 	lw := &logWriter{t: t}
 	t.Cleanup(func() { lw.mu.Lock(); lw.done = true; lw.mu.Unlock() })

@@ -91,6 +91,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, ErrConflict), errors.Is(err, ErrClosed):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, err.Error())
+	case errors.Is(err, ErrUnavailable):
+		// The storage logged the cause once; the client needs only to
+		// retry (the cause may name internal hosts).
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the database is unavailable; retry shortly")
 	case errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusServiceUnavailable, codeTimeout, "the request took too long; retry")
 	case errors.Is(err, context.Canceled):

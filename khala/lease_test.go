@@ -13,8 +13,10 @@ import (
 
 // Fifty agents race for one turn, long-polling before it exists and
 // claiming all at once after: exactly one wins each time.
-func TestFiftyAgentsRace(t *testing.T) {
-	ts := newTestServer(t)
+func TestFiftyAgentsRace(t *testing.T) { eachBackend(t, testFiftyAgentsRace) }
+
+func testFiftyAgentsRace(t *testing.T, bk backend) {
+	ts := bk.server(t)
 	agents := make([]*client, 50)
 	for i := range agents {
 		agents[i] = ts.agent(fmt.Sprintf("agent-%02d", i))
@@ -58,8 +60,10 @@ func TestFiftyAgentsRace(t *testing.T) {
 	race("0s", func() {})
 }
 
-func TestStaleClaim(t *testing.T) {
-	ts := newTestServer(t)
+func TestStaleClaim(t *testing.T) { eachBackend(t, testStaleClaim) }
+
+func testStaleClaim(t *testing.T, bk backend) {
+	ts := bk.server(t)
 	a, b := ts.agent("a"), ts.agent("b")
 	a.putWorkflow(pairWF)
 	id := a.start("pair", nil, "")
@@ -98,8 +102,10 @@ func TestStaleClaim(t *testing.T) {
 	}
 }
 
-func TestLeaseExpiryRequeues(t *testing.T) {
-	ts := newTestServer(t)
+func TestLeaseExpiryRequeues(t *testing.T) { eachBackend(t, testLeaseExpiryRequeues) }
+
+func testLeaseExpiryRequeues(t *testing.T, bk backend) {
+	ts := bk.server(t)
 	a, b := ts.agent("a"), ts.agent("b")
 	a.putWorkflow(leaseWF("300ms", 3, "0s"))
 	id := a.start("lease", nil, "")
@@ -143,10 +149,12 @@ func TestLeaseExpiryRequeues(t *testing.T) {
 	}
 }
 
-func TestLeaseExpiredWithoutSweep(t *testing.T) {
+func TestLeaseExpiredWithoutSweep(t *testing.T) { eachBackend(t, testLeaseExpiredWithoutSweep) }
+
+func testLeaseExpiredWithoutSweep(t *testing.T, bk backend) {
 	// A lease is lost at its expiry even before the sweeper re-queues it.
 	var skew atomic.Int64
-	ts := newTestServer(t, func(o *Options) {
+	ts := bk.server(t, func(o *Options) {
 		o.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	})
 	a := ts.agent("a")
@@ -161,8 +169,10 @@ func TestLeaseExpiredWithoutSweep(t *testing.T) {
 	}
 }
 
-func TestMaxAttemptsFailsThread(t *testing.T) {
-	ts := newTestServer(t)
+func TestMaxAttemptsFailsThread(t *testing.T) { eachBackend(t, testMaxAttemptsFailsThread) }
+
+func testMaxAttemptsFailsThread(t *testing.T, bk backend) {
+	ts := bk.server(t)
 	a := ts.agent("a")
 	a.putWorkflow(leaseWF("200ms", 2, "0s"))
 	hook := newHookReceiver(t, 0)
@@ -190,8 +200,10 @@ func TestMaxAttemptsFailsThread(t *testing.T) {
 	}
 }
 
-func TestCancel(t *testing.T) {
-	ts := newTestServer(t)
+func TestCancel(t *testing.T) { eachBackend(t, testCancel) }
+
+func testCancel(t *testing.T, bk backend) {
+	ts := bk.server(t)
 	a, b := ts.agent("a"), ts.agent("b")
 	a.putWorkflow(panelWF)
 	hook := newHookReceiver(t, 0)
@@ -228,8 +240,10 @@ func TestCancel(t *testing.T) {
 	}
 }
 
-func TestIdleNotifies(t *testing.T) {
-	ts := newTestServer(t)
+func TestIdleNotifies(t *testing.T) { eachBackend(t, testIdleNotifies) }
+
+func testIdleNotifies(t *testing.T, bk backend) {
+	ts := bk.server(t)
 	a := ts.agent("a")
 	a.putWorkflow(leaseWF("1m", 3, "150ms"))
 	hook := newHookReceiver(t, 0)

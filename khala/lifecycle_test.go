@@ -9,8 +9,10 @@ import (
 	"github.com/nerve-agents/nerve/workflow"
 )
 
-func TestLifecycle(t *testing.T) {
-	ts := newTestServer(t)
+func TestLifecycle(t *testing.T) { eachBackend(t, testLifecycle) }
+
+func testLifecycle(t *testing.T, bk backend) {
+	ts := bk.server(t)
 	a := ts.agent("laptop-1")
 	b := ts.agent("laptop-2")
 
@@ -137,8 +139,10 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
-func TestParallelTurns(t *testing.T) {
-	ts := newTestServer(t)
+func TestParallelTurns(t *testing.T) { eachBackend(t, testParallelTurns) }
+
+func testParallelTurns(t *testing.T, bk backend) {
+	ts := bk.server(t)
 	a, b := ts.agent("a"), ts.agent("b")
 	a.putWorkflow(panelWF)
 	id := a.start("panel", nil, "")
@@ -160,8 +164,10 @@ func TestParallelTurns(t *testing.T) {
 	}
 }
 
-func TestClaimFiltersAndMax(t *testing.T) {
-	ts := newTestServer(t)
+func TestClaimFiltersAndMax(t *testing.T) { eachBackend(t, testClaimFiltersAndMax) }
+
+func testClaimFiltersAndMax(t *testing.T, bk backend) {
+	ts := bk.server(t)
 	a := ts.agent("a")
 	a.putWorkflow(pairWF)
 	a.putWorkflow(panelWF)
@@ -189,8 +195,10 @@ func TestClaimFiltersAndMax(t *testing.T) {
 	}
 }
 
-func TestClaimLongPollWakes(t *testing.T) {
-	ts := newTestServer(t)
+func TestClaimLongPollWakes(t *testing.T) { eachBackend(t, testClaimLongPollWakes) }
+
+func testClaimLongPollWakes(t *testing.T, bk backend) {
+	ts := bk.server(t)
 	a := ts.agent("a")
 	a.putWorkflow(pairWF)
 	type res struct {
@@ -226,8 +234,10 @@ func TestClaimLongPollWakes(t *testing.T) {
 	}
 }
 
-func TestModeratorFaults(t *testing.T) {
-	ts := newTestServer(t)
+func TestModeratorFaults(t *testing.T) { eachBackend(t, testModeratorFaults) }
+
+func testModeratorFaults(t *testing.T, bk backend) {
+	ts := bk.server(t)
 	a := ts.agent("a")
 	a.putWorkflow(`workflow: broken
 binding: cloud

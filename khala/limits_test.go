@@ -13,8 +13,10 @@ type badInput struct {
 	code         string
 }
 
-func TestRefusals(t *testing.T) {
-	ts := newTestServer(t, func(o *Options) { o.MaxBody = 2048 })
+func TestRefusals(t *testing.T) { eachBackend(t, testRefusals) }
+
+func testRefusals(t *testing.T, bk backend) {
+	ts := bk.server(t, func(o *Options) { o.MaxBody = 2048 })
 	a := ts.agent("a")
 	a.putWorkflow(pairWF)
 	id := a.start("pair", nil, "")
@@ -56,6 +58,12 @@ func TestRefusals(t *testing.T) {
 		{"POST", "/v1/turns/thread-999.1/response", map[string]string{"claim": "c"}, 404, codeNotFound},
 		{"POST", "/v1/turns/nope/release", map[string]string{"claim": "c"}, 404, codeNotFound},
 		{"POST", "/v1/turns/thread-1.01/release", map[string]string{"claim": "c"}, 404, codeNotFound},
+		// ids past what a database key holds name nothing
+		{"POST", "/v1/turns/thread-1.99999999999/heartbeat", map[string]string{"claim": "c"}, 404, codeNotFound},
+		{"POST", "/v1/turns/thread-18446744073709551615.1/response", map[string]string{"claim": "c"}, 404, codeNotFound},
+		{"GET", "/v1/threads/thread-18446744073709551615", nil, 404, codeNotFound},
+		{"GET", "/v1/threads/thread-9223372036854775808/trace", nil, 404, codeNotFound},
+		{"POST", "/v1/threads/thread-9223372036854775808/cancel", nil, 404, codeNotFound},
 		{"GET", "/v1/workflows/nope", nil, 404, codeNotFound},
 		{"POST", "/v1/workflows/nope/threads", nil, 404, codeNotFound},
 		{"GET", "/v1/nope", nil, 404, codeNotFound},

@@ -15,10 +15,15 @@ import (
 
 // ServeOptions configure Serve.
 type ServeOptions struct {
-	Addr    string // host:port; port 0 picks a free one
-	DB      string // the bbolt file
-	Version string
-	Logger  *slog.Logger
+	Addr string // host:port; port 0 picks a free one
+	DB   string // the bbolt file
+	// Postgres, when set, serves from this PostgreSQL database instead of
+	// DB, as one of any number of replicas (no admin file is written).
+	Postgres string
+	// PoolSize bounds the PostgreSQL connections (DefaultPoolSize).
+	PoolSize int
+	Version  string
+	Logger   *slog.Logger
 	// Ready is called with the server's base URL once it accepts
 	// requests.
 	Ready func(url string)
@@ -29,13 +34,15 @@ type ServeOptions struct {
 	Server Options
 }
 
-// Serve runs a Khala server on a bbolt file until ctx ends, then shuts
-// down gracefully: long polls and event streams end at once, in-flight
-// requests finish, background work stops, the file is closed.
+// Serve runs a Khala server on a bbolt file (or on PostgreSQL) until ctx
+// ends, then shuts down gracefully: long polls and event streams end at
+// once, in-flight requests finish, background work stops, the database is
+// closed.
 //
-// It listens before opening the database (a taken port fails fast) and
-// writes the admin file (AdminFile) that lets `nerve khala enroll-token`
-// reach it while it holds the database's lock.
+// It listens before opening the database (a taken port fails fast). On
+// bbolt it writes the admin file (AdminFile) that lets `nerve khala
+// enroll-token` reach it while it holds the database's lock; PostgreSQL
+// has no such lock, and enroll-token writes there directly.
 func Serve(ctx context.Context, o ServeOptions) error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -43,30 +50,47 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	if o.ShutdownGrace <= 0 {
 		o.ShutdownGrace = 30 * time.Second
 	}
-	if err := os.MkdirAll(filepath.Dir(o.DB), 0o700); err != nil {
-		return fmt.Errorf("create the database's directory: %w", err)
+	if o.Postgres == "" {
+		if err := os.MkdirAll(filepath.Dir(o.DB), 0o700); err != nil {
+			return fmt.Errorf("create the database's directory: %w", err)
+		}
 	}
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
 	defer ln.Close()
-	store, err := OpenBolt(o.DB, time.Second)
-	if errors.Is(err, ErrLocked) {
-		return fmt.Errorf("%w (another nerve khala serve?)", err)
-	}
-	if err != nil {
-		return err
+	url := "http://" + loopbackAddr(ln.Addr().(*net.TCPAddr))
+	var (
+		store     Storage
+		adminHash Hash
+		where     = []any{"db", o.DB}
+	)
+	if o.Postgres != "" {
+		pg, err := OpenPostgres(ctx, PostgresOptions{DSN: o.Postgres, PoolSize: o.PoolSize, Logger: o.Logger})
+		if err != nil {
+			return err
+		}
+		store, where = pg, []any{"postgres", pg.Display(), "pool", pg.cfg.MaxConns}
+	} else {
+		b, err := OpenBolt(o.DB, time.Second)
+		if errors.Is(err, ErrLocked) {
+			return fmt.Errorf("%w (another nerve khala serve?)", err)
+		}
+		if err != nil {
+			return err
+		}
+		store = b
+		adminTok, h := newToken(prefixAdmin)
+		adminPath := AdminFile(o.DB)
+		if err := writeAdminFile(adminPath, adminInfo{URL: url, Token: adminTok, PID: os.Getpid()}); err != nil {
+			b.Close()
+			return err
+		}
+		defer removeAdminFile(adminPath, adminTok)
+		adminHash = h
 	}
 	defer store.Close()
-
-	url := "http://" + loopbackAddr(ln.Addr().(*net.TCPAddr))
-	adminTok, adminHash := newToken(prefixAdmin)
-	adminPath := AdminFile(o.DB)
-	if err := writeAdminFile(adminPath, adminInfo{URL: url, Token: adminTok, PID: os.Getpid()}); err != nil {
-		return err
-	}
-	defer removeAdminFile(adminPath, adminTok)
 
 	so := o.Server
 	so.Store, so.Version, so.Logger, so.AdminToken = store, o.Version, o.Logger, adminHash
@@ -88,7 +112,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	o.Logger.Info("khala serving", "url", url, "db", o.DB, "version", o.Version)
+	o.Logger.Info("khala serving", append(append([]any{"url", url}, where...), "version", o.Version)...)
 	if o.Ready != nil {
 		o.Ready(url)
 	}

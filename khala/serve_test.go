@@ -16,14 +16,22 @@ import (
 // and a stop func that waits for Serve to return.
 func serveInBackground(t *testing.T, db string) (string, func() error) {
 	t.Helper()
+	return serveOptsInBackground(t, ServeOptions{DB: db})
+}
+
+// serveOptsInBackground is serveInBackground with options (Addr, Version,
+// Logger and Ready are set here).
+func serveOptsInBackground(t *testing.T, o ServeOptions) (string, func() error) {
+	t.Helper()
 	lw := &logWriter{t: t}
 	t.Cleanup(func() { lw.mu.Lock(); lw.done = true; lw.mu.Unlock() })
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- Serve(ctx, ServeOptions{Addr: "127.0.0.1:0", DB: db, Version: "test",
-			Logger: slog.New(slog.NewTextHandler(lw, nil)), Ready: func(u string) { ready <- u }})
+		o.Addr, o.Version, o.Logger = "127.0.0.1:0", "test", slog.New(slog.NewTextHandler(lw, nil))
+		o.Ready = func(u string) { ready <- u }
+		errc <- Serve(ctx, o)
 	}()
 	select {
 	case u := <-ready:
@@ -93,14 +101,12 @@ func TestServeAndEnrollTokens(t *testing.T) {
 
 // Shutdown ends long polls at once with an empty answer, and the state
 // committed before it is there after a restart.
-func TestGracefulShutdown(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "khala.db")
-	et, _, err := IssueToken(t.Context(), db, 5, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url, stop := serveInBackground(t, db)
-	ts := &testServer{t: t, URL: url, client: http.DefaultClient, enroll: et.Token}
+func TestGracefulShutdown(t *testing.T) { eachBackend(t, testGracefulShutdown) }
+
+func testGracefulShutdown(t *testing.T, bk backend) {
+	o, enroll := bk.serveOptions(t)
+	url, stop := serveOptsInBackground(t, o)
+	ts := &testServer{t: t, URL: url, client: http.DefaultClient, enroll: enroll}
 	a := ts.agent("a")
 	a.putWorkflow(pairWF)
 	id := a.start("pair", nil, "")
@@ -124,7 +130,7 @@ func TestGracefulShutdown(t *testing.T) {
 	if r.status != 200 || strings.TrimSpace(r.body) != "[]" || r.at.Sub(stopped) > 2*time.Second {
 		t.Fatalf("long poll at shutdown: %d %s after %s", r.status, r.body, r.at.Sub(stopped))
 	}
-	url, _ = serveInBackground(t, db)
+	url, _ = serveOptsInBackground(t, o)
 	ts.URL = url
 	if th := a.thread(id); th.Status != "running" || len(th.Turns) != 1 || th.Turns[0].Agent != "a" {
 		t.Fatalf("after restart: %+v %+v", th.Thread, th.Turns)

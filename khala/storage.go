@@ -86,6 +86,11 @@ type Storage interface {
 	// TopicQueue, TopicWebhooks, or ThreadTopic(id).
 	Changed(topic string) <-chan struct{}
 
+	// Ping reports whether the storage can be reached (GET /v1/health):
+	// a replica whose database is down says so, and is taken out of a
+	// load balancer's rotation until it is back.
+	Ping(ctx context.Context) error
+
 	Close() error
 }
 
@@ -109,6 +114,9 @@ var (
 	ErrConflict     = errors.New("too many concurrent changes; retry")
 	ErrClosed       = errors.New("storage closed")
 	ErrLocked       = errors.New("database is locked by another process")
+	// ErrUnavailable says the database cannot be reached right now: the
+	// request may be retried (503).
+	ErrUnavailable = errors.New("database unavailable")
 )
 
 // ThreadQuery selects threads; zero fields select all.

@@ -2,6 +2,7 @@ package khala
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -71,7 +72,9 @@ func (w *sweeper) sweep(ctx context.Context) time.Time {
 		now := w.s.now()
 		due, next, err := w.s.store.Due(ctx, now, dueBatch)
 		if err != nil {
-			if ctx.Err() == nil {
+			// An unreachable database is logged once by the storage, not
+			// every second by every loop.
+			if ctx.Err() == nil && !errors.Is(err, ErrUnavailable) {
 				w.s.log.Error("sweep: read due turns", "err", err)
 			}
 			return now.Add(time.Second)

@@ -62,8 +62,10 @@ func fastBackoff(o *Options) {
 	o.WebhookBackoff = func(int) time.Duration { return 20 * time.Millisecond }
 }
 
-func TestWebhookRetriesWithBackoff(t *testing.T) {
-	ts := newTestServer(t, fastBackoff)
+func TestWebhookRetriesWithBackoff(t *testing.T) { eachBackend(t, testWebhookRetriesWithBackoff) }
+
+func testWebhookRetriesWithBackoff(t *testing.T, bk backend) {
+	ts := bk.server(t, fastBackoff)
 	a := ts.agent("a")
 	a.putWorkflow(pairWF)
 	hook := newHookReceiver(t, 2)
@@ -87,8 +89,10 @@ func TestWebhookRetriesWithBackoff(t *testing.T) {
 	}
 }
 
-func TestWebhookGivesUp(t *testing.T) {
-	ts := newTestServer(t, fastBackoff, func(o *Options) { o.WebhookAttempts = 3 })
+func TestWebhookGivesUp(t *testing.T) { eachBackend(t, testWebhookGivesUp) }
+
+func testWebhookGivesUp(t *testing.T, bk backend) {
+	ts := bk.server(t, fastBackoff, func(o *Options) { o.WebhookAttempts = 3 })
 	a := ts.agent("a")
 	a.putWorkflow(pairWF)
 	hook := newHookReceiver(t, 1000)
@@ -102,7 +106,9 @@ func TestWebhookGivesUp(t *testing.T) {
 }
 
 // A receiver that hangs delays only its own notification: threads go on.
-func TestWebhookNeverBlocksQueue(t *testing.T) {
+func TestWebhookNeverBlocksQueue(t *testing.T) { eachBackend(t, testWebhookNeverBlocksQueue) }
+
+func testWebhookNeverBlocksQueue(t *testing.T, bk backend) {
 	release := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -112,7 +118,7 @@ func TestWebhookNeverBlocksQueue(t *testing.T) {
 	}))
 	defer slow.Close()
 	defer close(release)
-	ts := newTestServer(t, func(o *Options) { o.WebhookClient = &http.Client{Timeout: 30 * time.Second} })
+	ts := bk.server(t, func(o *Options) { o.WebhookClient = &http.Client{Timeout: 30 * time.Second} })
 	a := ts.agent("a")
 	a.putWorkflow(pairWF)
 	start := time.Now()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -37,7 +38,9 @@ func (s *Server) runWebhooks(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			s.log.Error("webhooks: read the outbox", "err", err)
+			if !errors.Is(err, ErrUnavailable) { // the storage logged it once
+				s.log.Error("webhooks: read the outbox", "err", err)
+			}
 			next = now.Add(time.Second)
 		}
 		for _, h := range hooks {

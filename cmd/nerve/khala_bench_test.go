@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nerve-agents/nerve/khala"
+	"github.com/nerve-agents/nerve/khala/pgtest"
 )
 
 // The Khala benchmarks run a real `nerve khala serve` process on loopback
@@ -37,37 +40,110 @@ func BenchmarkKhalaBoltCommit(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/commit")
 }
 
-// One thread of 200 sequential turns answered by one agent: each turn is
-// claim → response → moderator → next turn queued.
-func BenchmarkKhalaSequentialTurns(b *testing.B) {
-	_, agents, _ := khSetup(b, 1)
-	a := agents[0]
-	turns := 0
-	for b.Loop() {
-		a.must(b, "POST", "/v1/workflows/relay/threads", map[string]any{"input": map[string]any{"turns": 200}}, 201, nil)
-		for range 200 {
-			tk := khClaim(b, a, 1, "5s")
-			a.must(b, "POST", "/v1/turns/"+tk[0].Turn+"/response", map[string]any{"claim": tk[0].Claim, "content": "ok"}, 200, nil)
-			turns++
+// khBench is a deployment the benchmarks run on: one bbolt server, or
+// PostgreSQL replicas over one database of the test binary's cluster.
+type khBench struct {
+	name     string
+	replicas int
+}
+
+var khBenches = []khBench{{"bolt", 1}, {"postgres", 3}}
+
+// setup starts the deployment (replicas: 1 for a single-server figure)
+// with n agents spread over its servers and khRelayWF published. size
+// reports the database's size in bytes.
+func (kb khBench) setup(b *testing.B, replicas, n int) (ps []*khProc, agents []*khClient, size func() int64) {
+	b.Helper()
+	if kb.name == "bolt" {
+		p, agents, db := khSetup(b, n)
+		return []*khProc{p}, agents, func() int64 {
+			fi, err := os.Stat(db)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return fi.Size()
 		}
 	}
-	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(turns)/1000, "ms/turn")
+	dsn := pgtest.Database(b)
+	ps, enroll := khReplicas(b, dsn, replicas, n)
+	agents = khAgents(b, ps, enroll, "agent", n)
+	agents[0].must(b, "PUT", "/v1/workflows/relay", map[string]string{"source": khRelayWF}, 201, nil)
+	return ps, agents, func() int64 { return khPGSize(b, dsn) }
 }
 
-// Eight agents share 1,000 threads of 4 turns each. With capacity 1 an
-// agent claims one turn and answers it before claiming again; with
-// capacity 4 it claims up to four at once and answers them in parallel,
-// as a daemon with max_concurrent_turns: 4 does.
-func BenchmarkKhalaThroughput(b *testing.B) {
-	for _, capacity := range []int{1, 4} {
-		b.Run(fmt.Sprintf("capacity=%d", capacity), func(b *testing.B) { khThroughput(b, capacity) })
+func khPGSize(b *testing.B, dsn string) int64 {
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int64
+	if err := conn.QueryRow(context.Background(), "SELECT pg_database_size(current_database())").Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// The PostgreSQL floor: one committed INSERT on the same cluster.
+func BenchmarkKhalaPostgresCommit(b *testing.B) {
+	dsn := pgtest.Database(b)
+	conn, err := pgx.Connect(b.Context(), dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(b.Context(), "CREATE TABLE floor (n bigint)"); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := conn.Exec(b.Context(), "INSERT INTO floor VALUES ($1)", 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/commit")
+}
+
+// One thread of 200 sequential turns answered by one agent through one
+// server: each turn is claim → response → moderator → next turn queued.
+func BenchmarkKhalaSequentialTurns(b *testing.B) {
+	for _, kb := range khBenches {
+		b.Run(kb.name, func(b *testing.B) {
+			_, agents, _ := kb.setup(b, 1, 1)
+			a := agents[0]
+			turns := 0
+			for b.Loop() {
+				a.must(b, "POST", "/v1/workflows/relay/threads", map[string]any{"input": map[string]any{"turns": 200}}, 201, nil)
+				for range 200 {
+					tk := khClaim(b, a, 1, "5s")
+					a.must(b, "POST", "/v1/turns/"+tk[0].Turn+"/response", map[string]any{"claim": tk[0].Claim, "content": "ok"}, 200, nil)
+					turns++
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(turns)/1000, "ms/turn")
+		})
 	}
 }
 
-func khThroughput(b *testing.B, capacity int) {
-	_, agents, _ := khSetup(b, 8)
+// Eight agents share 1,000 threads of 4 turns each, on one bbolt server
+// or spread over three PostgreSQL replicas. With capacity 1 an agent
+// claims one turn and answers it before claiming again; with capacity 4
+// it claims up to four at once and answers them in parallel, as a daemon
+// with max_concurrent_turns: 4 does. Also reported: each server's peak
+// memory, and the database's growth per 10,000 turns.
+func BenchmarkKhalaThroughput(b *testing.B) {
+	for _, kb := range khBenches {
+		for _, capacity := range []int{1, 4} {
+			b.Run(fmt.Sprintf("%s/capacity=%d", kb.name, capacity), func(b *testing.B) { khThroughput(b, kb, capacity) })
+		}
+	}
+}
+
+func khThroughput(b *testing.B, kb khBench, capacity int) {
+	ps, agents, size := kb.setup(b, kb.replicas, 8)
 	var turns, creating time.Duration
 	total := 0
+	size0 := size()
+	var serverCPU, dbCPU time.Duration
 	for b.Loop() {
 		b.StopTimer()
 		start := time.Now()
@@ -77,6 +153,7 @@ func khThroughput(b *testing.B, capacity int) {
 		creating += time.Since(start)
 		b.StartTimer()
 		start = time.Now()
+		server0, db0 := khCPU(b, ps), khPostgresCPU()
 		var answered atomic.Int64
 		var wg sync.WaitGroup
 		for _, a := range agents {
@@ -99,16 +176,78 @@ func khThroughput(b *testing.B, capacity int) {
 		}
 		wg.Wait()
 		turns += time.Since(start)
+		serverCPU += khCPU(b, ps) - server0
+		dbCPU += khPostgresCPU() - db0
 		total += 4000
 	}
 	b.ReportMetric(float64(total)/turns.Seconds(), "turns/s")
 	b.ReportMetric(float64(b.N*1000)/creating.Seconds(), "threads-created/s")
+	var peak float64
+	for _, p := range ps {
+		peak = max(peak, khRSS(b, p.cmd.Process.Pid, "VmHWM"))
+	}
+	b.ReportMetric(peak, "peak-rss-MiB/server")
+	b.ReportMetric(float64(size()-size0)/float64(total)*10000/(1<<20), "db-MiB/10k-turns")
+	// Where the two cores went: the servers' CPU per turn, and the
+	// database's (zero on bbolt, where the servers are the database).
+	b.ReportMetric(float64(serverCPU.Microseconds())/float64(total)/1000, "server-cpu-ms/turn")
+	b.ReportMetric(float64(dbCPU.Microseconds())/float64(total)/1000, "db-cpu-ms/turn")
 }
 
-// 10,000 open threads with one queued turn each: how long a claim takes,
-// and the server's memory.
+// khCPU is the CPU time the servers have used so far.
+func khCPU(b *testing.B, ps []*khProc) time.Duration {
+	var d time.Duration
+	for _, p := range ps {
+		d += khProcCPU(p.cmd.Process.Pid)
+	}
+	return d
+}
+
+// khPostgresCPU is the CPU time every live postgres process has used:
+// on a bench machine, the test cluster's.
+func khPostgresCPU() time.Duration {
+	var d time.Duration
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) == "postgres" {
+			d += khProcCPU(pid)
+		}
+	}
+	return d
+}
+
+// khProcCPU reads a process's user and system time from /proc (in clock
+// ticks of 10ms, as Linux counts them for /proc).
+func khProcCPU(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which may hold spaces: ") S ppid ...".
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// 10,000 open threads with one queued turn each: how long a claim takes
+// through one server, and its memory.
 func BenchmarkKhalaClaim10kOpenThreads(b *testing.B) {
-	p, agents, _ := khSetup(b, 8)
+	for _, kb := range khBenches {
+		b.Run(kb.name, func(b *testing.B) { khClaim10k(b, kb) })
+	}
+}
+
+func khClaim10k(b *testing.B, kb khBench) {
+	ps, agents, _ := kb.setup(b, 1, 8)
+	p := ps[0]
 	khParallel(8, 10000, func(w, i int) {
 		agents[w].must(b, "POST", "/v1/workflows/relay/threads", map[string]any{"input": map[string]any{"turns": 1}}, 201, nil)
 	})
@@ -140,13 +279,16 @@ func BenchmarkKhalaClaim10kOpenThreads(b *testing.B) {
 
 // An idle server's memory.
 func BenchmarkKhalaIdleRSS(b *testing.B) {
-	home := b.TempDir()
-	p := khStart(b, home, filepath.Join(home, "khala.db"))
-	time.Sleep(2 * time.Second)
-	for b.Loop() {
-		time.Sleep(time.Millisecond)
+	for _, kb := range khBenches {
+		b.Run(kb.name, func(b *testing.B) {
+			ps, _, _ := kb.setup(b, 1, 1)
+			time.Sleep(2 * time.Second)
+			for b.Loop() {
+				time.Sleep(time.Millisecond)
+			}
+			b.ReportMetric(khRSS(b, ps[0].cmd.Process.Pid, "VmRSS"), "rss-MiB")
+		})
 	}
-	b.ReportMetric(khRSS(b, p.cmd.Process.Pid, "VmRSS"), "rss-MiB")
 }
 
 func khClaim(tb testing.TB, a *khClient, max int, wait string) []khTurn {

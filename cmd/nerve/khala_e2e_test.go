@@ -46,9 +46,16 @@ func (l *khLockedBuffer) String() string {
 // line that says where it listens.
 func khStart(tb testing.TB, home, db string, extra ...string) *khProc {
 	tb.Helper()
-	args := append([]string{"khala", "serve", "--addr", "127.0.0.1:0", "--db", db}, extra...)
+	return khStartEnv(tb, []string{"NERVE_HOME=" + home}, append([]string{"--db", db}, extra...)...)
+}
+
+// khStartEnv runs `nerve khala serve --addr 127.0.0.1:0 args...` with env
+// added to this process's.
+func khStartEnv(tb testing.TB, env []string, args ...string) *khProc {
+	tb.Helper()
+	args = append([]string{"khala", "serve", "--addr", "127.0.0.1:0"}, args...)
 	cmd := exec.Command(nerveBin, args...)
-	cmd.Env = append(os.Environ(), "NERVE_HOME="+home)
+	cmd.Env = append(os.Environ(), env...)
 	p := &khProc{cmd: cmd, stderr: &khLockedBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	out, err := cmd.StdoutPipe()
@@ -266,9 +273,9 @@ func TestKhalaServeProcess(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "locked by another process") || !strings.Contains(string(out), "hint:") {
 		t.Fatalf("second serve: %v\n%s", err, out)
 	}
-	out, err = exec.Command(nerveBin, "khala", "serve", "--postgres", "postgres://x").CombinedOutput()
+	out, err = exec.Command(nerveBin, "khala", "serve", "--postgres", "postgres://x", "--db", db).CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
-		t.Fatalf("--postgres: %v\n%s", err, out)
+		t.Fatalf("--postgres with --db: %v\n%s", err, out)
 	}
 	// enroll-token while serving goes through the server.
 	cmd = exec.Command(nerveBin, "khala", "enroll-token", "--db", db)

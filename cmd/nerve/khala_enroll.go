@@ -13,11 +13,12 @@ import (
 )
 
 type khalaEnrollOptions struct {
-	IO   *IOStreams
-	DB   string
-	Uses int
-	TTL  time.Duration
-	JSON bool
+	IO       *IOStreams
+	DB       string
+	Postgres string
+	Uses     int
+	TTL      time.Duration
+	JSON     bool
 }
 
 func newCmdKhalaEnrollToken(f *Factory, runF func(*khalaEnrollOptions) error) *cobra.Command {
@@ -32,12 +33,20 @@ func newCmdKhalaEnrollToken(f *Factory, runF func(*khalaEnrollOptions) error) *c
 It works whether or not the server runs: with no server it writes the database
 itself; while 'nerve khala serve' holds the file, it asks that server through
 the admin file the server keeps beside the database (FILE.admin, mode 0600).
+With --postgres DSN (or NERVE_KHALA_POSTGRES) it writes the token to that
+PostgreSQL database, which every replica serving it then accepts.
 Only the token's hash is stored; the token is shown once.`,
 		Example: `  nerve khala enroll-token
   nerve khala enroll-token --uses 5 --ttl 72h --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opts.DB == "" {
+			if opts.Postgres != "" && cmd.Flags().Changed("db") {
+				return usageErrorf("issue into one of them", "--db and --postgres exclude each other")
+			}
+			if opts.Postgres == "" && !cmd.Flags().Changed("db") {
+				opts.Postgres = f.Getenv(envKhalaPostgres)
+			}
+			if opts.DB == "" && opts.Postgres == "" {
 				opts.DB = filepath.Join(config.Home(f.Getenv), "khala.db")
 			}
 			if opts.Uses < 1 {
@@ -53,6 +62,7 @@ Only the token's hash is stored; the token is shown once.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.DB, "db", "", "the server's bbolt database file (default $NERVE_HOME/khala.db)")
+	cmd.Flags().StringVar(&opts.Postgres, "postgres", "", "the replicas' PostgreSQL database (DSN; default $"+envKhalaPostgres+")")
 	cmd.Flags().IntVar(&opts.Uses, "uses", 1, "how many agents may enroll with it")
 	cmd.Flags().DurationVar(&opts.TTL, "ttl", 24*time.Hour, "how long it is valid (0: no expiry)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"token", "uses", "expires_at"}`)
@@ -60,9 +70,18 @@ Only the token's hash is stored; the token is shown once.`,
 }
 
 func khalaEnrollRun(ctx context.Context, opts *khalaEnrollOptions) error {
-	resp, via, err := khala.IssueToken(ctx, opts.DB, opts.Uses, opts.TTL)
+	var (
+		resp khala.EnrollTokenResponse
+		via  string
+		err  error
+	)
+	if opts.Postgres != "" {
+		resp, err = khala.IssuePostgresToken(ctx, opts.Postgres, opts.Uses, opts.TTL)
+	} else {
+		resp, via, err = khala.IssueToken(ctx, opts.DB, opts.Uses, opts.TTL)
+	}
 	if err != nil {
-		return err
+		return khalaServeError(err)
 	}
 	if opts.JSON {
 		return json.NewEncoder(opts.IO.Out).Encode(resp)
@@ -74,7 +93,10 @@ func khalaEnrollRun(ctx context.Context, opts *khalaEnrollOptions) error {
 		until = "valid until " + resp.ExpiresAt.Local().Format(time.RFC3339)
 	}
 	how := "written to " + opts.DB
-	if via == khala.ViaServer {
+	switch {
+	case opts.Postgres != "":
+		how = "written to " + khala.DisplayDSN(opts.Postgres)
+	case via == khala.ViaServer:
 		how = "issued by the server running on " + opts.DB
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "enrollment token for %d agent(s), %s; %s\n", resp.Uses, until, how)

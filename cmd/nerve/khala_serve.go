@@ -18,11 +18,16 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// envKhalaPostgres gives the PostgreSQL DSN without putting its password
+// on the command line, where every user of the machine can read it.
+const envKhalaPostgres = "NERVE_KHALA_POSTGRES"
+
 type khalaServeOptions struct {
 	IO       *IOStreams
 	Addr     string
 	DB       string
 	Postgres string
+	PoolSize int
 	LogLevel string
 	Grace    time.Duration
 	MaxBody  int64
@@ -33,21 +38,37 @@ func newCmdKhalaServe(f *Factory, runF func(*khalaServeOptions) error) *cobra.Co
 	opts := &khalaServeOptions{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run a Khala server on a bbolt file",
+		Short: "Run a Khala server on a bbolt file, or as a replica over PostgreSQL",
 		Long: `nerve khala serve runs the Khala HTTP API v1 on one bbolt file (default
 $NERVE_HOME/khala.db). One process holds the file; a second serve on it fails.
 
+With --postgres DSN (or NERVE_KHALA_POSTGRES) it serves from a PostgreSQL
+database instead, and any number of replicas may serve the same database
+behind a load balancer: they share no state but the database. The schema is
+created or migrated at start. Prefer the environment variable, PGPASSWORD or
+~/.pgpass to a password in --postgres: a command line is visible to every
+user of the machine. The password never appears in logs or errors.
+
 Agents enroll with a token from 'nerve khala enroll-token', which works while
-the server runs: the server writes FILE.admin beside the database (mode 0600,
-its URL and a local admin token) and the command asks it through that.
+the server runs: on bbolt the server writes FILE.admin beside the database
+(mode 0600, its URL and a local admin token) and the command asks it through
+that; on PostgreSQL the command writes the token to the database itself.
 
 SIGINT or SIGTERM shut it down gracefully: long polls end, requests in flight
-finish (at most --grace), the file is closed. A second signal exits at once.`,
+finish (at most --grace), the database is closed. A second signal exits at once.`,
 		Example: `  nerve khala serve
-  nerve khala serve --addr 0.0.0.0:7700 --db /srv/khala/khala.db`,
+  nerve khala serve --addr 0.0.0.0:7700 --db /srv/khala/khala.db
+  NERVE_KHALA_POSTGRES=postgres://khala@db.internal/khala nerve khala serve --addr 0.0.0.0:7700 --pool-size 20`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opts.DB == "" {
+			if opts.Postgres != "" && cmd.Flags().Changed("db") {
+				return usageErrorf("serve from one of them", "--db and --postgres exclude each other")
+			}
+			// Flags win over the environment: an explicit --db means bbolt.
+			if opts.Postgres == "" && !cmd.Flags().Changed("db") {
+				opts.Postgres = f.Getenv(envKhalaPostgres)
+			}
+			if opts.DB == "" && opts.Postgres == "" {
 				opts.DB = filepath.Join(config.Home(f.Getenv), "khala.db")
 			}
 			if runF != nil {
@@ -58,7 +79,8 @@ finish (at most --grace), the file is closed. A second signal exits at once.`,
 	}
 	cmd.Flags().StringVar(&opts.Addr, "addr", "127.0.0.1:7700", "address to listen on (host:port; port 0 picks one)")
 	cmd.Flags().StringVar(&opts.DB, "db", "", "the bbolt database file (default $NERVE_HOME/khala.db)")
-	cmd.Flags().StringVar(&opts.Postgres, "postgres", "", "serve from PostgreSQL instead (not available yet)")
+	cmd.Flags().StringVar(&opts.Postgres, "postgres", "", "serve from this PostgreSQL database (DSN), as one of several replicas (default $"+envKhalaPostgres+")")
+	cmd.Flags().IntVar(&opts.PoolSize, "pool-size", 0, fmt.Sprintf("most PostgreSQL connections for requests (default %d)", khala.DefaultPoolSize))
 	cmd.Flags().StringVar(&opts.LogLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().DurationVar(&opts.Grace, "grace", 30*time.Second, "how long shutdown waits for requests in flight")
 	cmd.Flags().Int64Var(&opts.MaxBody, "max-body", 4<<20, "largest request body in bytes (larger: 413)")
@@ -67,9 +89,6 @@ finish (at most --grace), the file is closed. A second signal exits at once.`,
 }
 
 func khalaServeRun(ctx context.Context, opts *khalaServeOptions) error {
-	if opts.Postgres != "" {
-		return usageErrorf("serve from a bbolt file with --db", "--postgres: the PostgreSQL backend is not built yet")
-	}
 	lvl, err := log.ParseLevel(opts.LogLevel)
 	if err != nil {
 		return usageErrorf("use debug, info, warn or error", "--log-level %q: %v", opts.LogLevel, err)
@@ -79,6 +98,16 @@ func khalaServeRun(ctx context.Context, opts *khalaServeOptions) error {
 	}
 	if opts.MaxBody < 1024 {
 		return usageErrorf("give at least 1024", "--max-body %d is too small", opts.MaxBody)
+	}
+	switch {
+	case opts.PoolSize < 0 || opts.PoolSize > 1000:
+		return usageErrorf("give 1 to 1000 connections (the database's max_connections bounds all replicas together)", "--pool-size %d", opts.PoolSize)
+	case opts.PoolSize > 0 && opts.Postgres == "":
+		return usageErrorf("add --postgres DSN, or drop --pool-size", "--pool-size applies to a PostgreSQL database only")
+	}
+	where := "db " + opts.DB
+	if opts.Postgres != "" {
+		where = "postgres " + khala.DisplayDSN(opts.Postgres)
 	}
 	logger := log.NewWithOptions(opts.IO.ErrOut, log.Options{ReportTimestamp: true, TimeFormat: time.RFC3339, Prefix: "khala", Level: lvl})
 	// A second signal, once shutdown has begun, exits at once.
@@ -91,18 +120,31 @@ func khalaServeRun(ctx context.Context, opts *khalaServeOptions) error {
 		os.Exit(exitFailed)
 	}()
 	err = khala.Serve(ctx, khala.ServeOptions{
-		Addr: opts.Addr, DB: opts.DB, Version: currentVersion().Version,
-		Logger: slog.New(logger), ShutdownGrace: opts.Grace,
+		Addr: opts.Addr, DB: opts.DB, Postgres: opts.Postgres, PoolSize: opts.PoolSize,
+		Version: currentVersion().Version, Logger: slog.New(logger), ShutdownGrace: opts.Grace,
 		Server: khala.Options{MaxBody: opts.MaxBody, MaxWait: opts.MaxWait},
 		Ready: func(url string) {
-			fmt.Fprintf(opts.IO.Out, "khala listening on %s (db %s)\n", url, opts.DB)
+			fmt.Fprintf(opts.IO.Out, "khala listening on %s (%s)\n", url, where)
 		},
 	})
-	if errors.Is(err, khala.ErrLocked) {
+	return khalaServeError(err)
+}
+
+// khalaServeError adds what to do next to a failed start.
+func khalaServeError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, khala.ErrLocked):
 		return &khalaHintError{err: err, hint: "stop the other server, or give this one its own file with --db"}
-	}
-	if err != nil && errors.Is(err, syscall.EADDRINUSE) {
+	case errors.Is(err, syscall.EADDRINUSE):
 		return &khalaHintError{err: err, hint: "another process listens there; choose another --addr"}
+	case errors.Is(err, khala.ErrBadDSN):
+		return usageErrorf("give a URL such as postgres://USER@HOST:5432/DB?sslmode=require, or key=value pairs", "%s", err)
+	case errors.Is(err, khala.ErrSchemaTooNew):
+		return &khalaHintError{err: err, hint: "upgrade this nerve: every replica must run a version that knows the database's schema"}
+	case errors.Is(err, khala.ErrUnavailable):
+		return &khalaHintError{err: err, hint: "check that PostgreSQL runs and that the DSN's host, port, user, password and database are right"}
 	}
 	return err
 }

@@ -46,7 +46,11 @@ func TestKhalaServeFlags(t *testing.T) {
 func TestKhalaServeUsageErrors(t *testing.T) {
 	ios, _, _ := TestStreams()
 	for _, o := range []khalaServeOptions{
-		{IO: ios, Postgres: "postgres://x", LogLevel: "info", MaxBody: 4096, Addr: ":1"},
+		{IO: ios, Postgres: "postgres://u:pw@host:notaport/db", LogLevel: "info", MaxBody: 4096, Addr: "127.0.0.1:0"},
+		{IO: ios, Postgres: "host=h port=5432 password=pw sslmode=bogus", LogLevel: "info", MaxBody: 4096, Addr: "127.0.0.1:0"},
+		{IO: ios, Postgres: "postgres://h/db", PoolSize: -1, LogLevel: "info", MaxBody: 4096, Addr: ":1"},
+		{IO: ios, Postgres: "postgres://h/db", PoolSize: 5000, LogLevel: "info", MaxBody: 4096, Addr: ":1"},
+		{IO: ios, DB: "/x/k.db", PoolSize: 5, LogLevel: "info", MaxBody: 4096, Addr: ":1"},
 		{IO: ios, LogLevel: "chatty", MaxBody: 4096, Addr: ":1"},
 		{IO: ios, LogLevel: "info", MaxBody: 10, Addr: ":1"},
 		{IO: ios, LogLevel: "info", MaxBody: 4096, Addr: "nonsense"},
@@ -54,6 +58,9 @@ func TestKhalaServeUsageErrors(t *testing.T) {
 		err := khalaServeRun(context.Background(), &o)
 		if exitCodeOf(err) != exitUsage || hintOf(err) == "" {
 			t.Errorf("%+v: want a usage error with a hint, got %v", o, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "pw") {
+			t.Errorf("the password is in the error: %v", err)
 		}
 	}
 }

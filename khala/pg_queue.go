@@ -1,0 +1,254 @@
+package khala
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Lock order, so that no two transactions wait for each other in a cycle:
+//
+//	UpdateThread: thread row → its open turns (in step order) → its event counter
+//	Claim:        turn and its thread's event counter, together, SKIP LOCKED
+//	Heartbeat:    one turn
+//
+// Claim never waits: a turn whose row or counter another transaction
+// holds is skipped, and that transaction wakes the queue when it commits
+// (publishChange, and the claim's own count of queued siblings below).
+// UpdateThread waits only for locks whose holders wait for nothing more
+// (a claim, a heartbeat); its new turns are rows nobody else can see.
+
+// claimSQL leases up to $1 queued turns in one statement and records a
+// turn.started event for each. $4 holds one fresh claim id per turn.
+const claimSQL = `WITH picked AS (
+	SELECT t.thread, t.step FROM khala_turns t JOIN khala_event_seqs s ON s.thread = t.thread
+	WHERE t.state = 'queued'
+		AND (cardinality($2::text[]) = 0 OR t.workflow = ANY($2::text[]))
+		AND (cardinality($3::text[]) = 0 OR t.role = ANY($3::text[]))
+	ORDER BY t.first_queued, t.thread, t.step
+	LIMIT $1
+	FOR UPDATE OF t, s SKIP LOCKED
+), numbered AS (
+	SELECT thread, step, row_number() OVER (ORDER BY thread, step) AS rn FROM picked
+), claimed AS (
+	UPDATE khala_turns t SET state = 'claimed', claim = ($4::text[])[n.rn], agent = $5, claimed_at = $6,
+		lease_expires = $6 + t.lease, idle_at = 0, rev = t.rev + 1
+	FROM numbered n WHERE t.thread = n.thread AND t.step = n.step
+	RETURNING t.*
+), counts AS (
+	SELECT thread, count(*) AS k FROM claimed GROUP BY thread
+), seqs AS (
+	UPDATE khala_event_seqs s SET last_seq = s.last_seq + c.k FROM counts c WHERE s.thread = c.thread
+	RETURNING s.thread, s.last_seq - c.k AS base
+), events AS (
+	INSERT INTO khala_events (thread, seq, at, type, step, role, agent, adapter, message, status, turn, claim, attempt)
+	SELECT c.thread, s.base + row_number() OVER (PARTITION BY c.thread ORDER BY c.step), $6, 'turn.started', c.step,
+		c.role, c.agent, '', '', '', 'thread-' || c.thread || '.' || c.step, c.claim, c.attempt
+	FROM claimed c JOIN seqs s ON s.thread = c.thread
+)
+SELECT ` + turnCols + `,
+	(SELECT count(*) FROM khala_turns q WHERE q.thread = c.thread AND q.state = 'queued'
+		AND q.step = ANY (SELECT unnest(pending) FROM khala_threads WHERE n = c.thread))
+		- (SELECT k FROM counts WHERE counts.thread = c.thread)
+FROM claimed c ORDER BY first_queued, thread, step`
+
+// Claim implements Storage.
+func (p *Postgres) Claim(ctx context.Context, q ClaimQuery) ([]Turn, error) {
+	claims := make([]string, q.Max)
+	for i := range claims {
+		claims[i] = newClaimID()
+	}
+	wfs, roles := q.Workflows, q.Roles
+	if wfs == nil {
+		wfs = []string{}
+	}
+	if roles == nil {
+		roles = []string{}
+	}
+	// The queue's statistics lag behind a burst of new threads (autovacuum
+	// analyzes a minute later at best); planned from them, the claim may
+	// fetch and sort the whole queue. Without sorts and bitmap scans the
+	// only plan left is the one wanted at any size: walk the queue index
+	// in order and stop at the first turns that can be locked.
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("SET LOCAL enable_sort = off")
+	b.Queue("SET LOCAL enable_bitmapscan = off")
+	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan") // one plan per connection, not one per claim
+	b.Queue(claimSQL, q.Max, wfs, roles, claims, q.Agent, nanos(q.Now))
+	b.Queue("COMMIT")
+	br := p.pool.SendBatch(ctx, b)
+	var err error
+	for range 4 {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	siblings := false
+	var out []Turn
+	if err == nil {
+		rows, _ := br.Query()
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Turn, error) {
+			var left int64
+			t, err := scanTurn(rowWithExtra{r, &left})
+			siblings = siblings || left > 0
+			return t, err
+		})
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, p.fail("claim", err)
+	}
+	topics := make([]string, 0, len(out)+1)
+	for _, t := range out {
+		topics = append(topics, ThreadTopic(t.Thread))
+	}
+	if siblings {
+		// Turns of these threads were skipped while this claim held
+		// their counters: whoever waits may take them now.
+		topics = append(topics, TopicQueue)
+	}
+	p.publish(topics...)
+	return out, p.fail("", nil)
+}
+
+// rowWithExtra scans a turn followed by one more column.
+type rowWithExtra struct {
+	pgx.Row
+	extra any
+}
+
+func (r rowWithExtra) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra)...) }
+
+// Heartbeat implements Storage.
+func (p *Postgres) Heartbeat(ctx context.Context, turn, claim string, now time.Time) (Turn, error) {
+	n, step, ok := pgTurnID(turn)
+	if !ok {
+		return Turn{}, ErrNotFound
+	}
+	t, err := scanTurn(p.pool.QueryRow(ctx, `UPDATE khala_turns SET lease_expires = $4 + lease, rev = rev + 1
+		WHERE thread = $1 AND step = $2 AND claim = $3 AND state = 'claimed' AND lease_expires >= $4
+		RETURNING `+turnCols, int64(n), step, claim, nanos(now)))
+	if err == nil || !errors.Is(err, pgx.ErrNoRows) {
+		return t, p.fail("heartbeat", err)
+	}
+	// Not extended: say why. A closed turn never changes again.
+	t, err = p.Turn(ctx, turn)
+	switch {
+	case err != nil:
+		return Turn{}, err
+	case t.Claim == claim && t.State == TurnCancelled:
+		return t, nil // the holder hears cancel: true
+	}
+	return Turn{}, ErrClaimLost
+}
+
+// Due implements Storage.
+func (p *Postgres) Due(ctx context.Context, now time.Time, limit int) ([]DueTurn, time.Time, error) {
+	b := &pgx.Batch{}
+	b.Queue(`(SELECT 'expired', thread, step, claim FROM khala_turns WHERE state = 'claimed' AND lease_expires <= $1
+			ORDER BY lease_expires LIMIT $2)
+		UNION ALL
+		(SELECT 'idle', thread, step, '' FROM khala_turns WHERE state = 'queued' AND idle_at > 0 AND idle_at <= $1
+			ORDER BY idle_at LIMIT $2)`, nanos(now), limit+1)
+	b.Queue(`SELECT least((SELECT min(lease_expires) FROM khala_turns WHERE state = 'claimed' AND lease_expires > $1),
+		(SELECT min(idle_at) FROM khala_turns WHERE state = 'queued' AND idle_at > $1))`, nanos(now))
+	br := p.pool.SendBatch(ctx, b)
+	defer br.Close()
+	rows, _ := br.Query()
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DueTurn, error) {
+		var d DueTurn
+		var n int64
+		var step int
+		err := r.Scan(&d.Kind, &n, &step, &d.Claim)
+		d.Thread = threadID(uint64(n))
+		d.Turn = TurnID(d.Thread, step)
+		return d, err
+	})
+	if err != nil {
+		return nil, time.Time{}, p.fail("read due turns", err)
+	}
+	var next *int64
+	if err := br.QueryRow().Scan(&next); err != nil {
+		return nil, time.Time{}, p.fail("read due turns", err)
+	}
+	var at time.Time
+	if next != nil {
+		at = fromNanos(*next)
+	}
+	if len(out) > limit {
+		out, at = out[:limit], now // more is due now
+	}
+	return out, at, p.fail("", nil)
+}
+
+// Stats implements Storage.
+func (p *Postgres) Stats(ctx context.Context) (Stats, error) {
+	var s Stats
+	err := p.pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM khala_turns WHERE state = 'queued'),
+		(SELECT count(*) FROM khala_turns WHERE state = 'claimed'),
+		(SELECT count(*) FROM khala_threads WHERE status = 'running')`).Scan(&s.Queued, &s.Claimed, &s.Running)
+	return s, p.fail("count", err)
+}
+
+// ClaimWebhooks implements Storage: deliveries are leased with SKIP
+// LOCKED, so each is in flight at one replica at a time.
+func (p *Postgres) ClaimWebhooks(ctx context.Context, now time.Time, lease time.Duration, max int) ([]Webhook, time.Time, error) {
+	b := &pgx.Batch{}
+	b.Queue(`WITH due AS (SELECT id FROM khala_webhooks WHERE next_at <= $1 ORDER BY next_at, id LIMIT $3 FOR UPDATE SKIP LOCKED)
+		UPDATE khala_webhooks w SET next_at = $2 FROM due WHERE w.id = due.id
+		RETURNING w.id, w.url, w.payload, w.attempts, w.next_at, w.last_error, w.created`, nanos(now), nanos(now.Add(lease)), max)
+	b.Queue("SELECT min(next_at) FROM khala_webhooks WHERE next_at > $1", nanos(now))
+	br := p.pool.SendBatch(ctx, b)
+	defer br.Close()
+	rows, _ := br.Query()
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Webhook, error) {
+		var (
+			w                 Webhook
+			id, next, created int64
+			payload           []byte
+		)
+		if err := r.Scan(&id, &w.URL, &payload, &w.Attempts, &next, &w.LastErr, &created); err != nil {
+			return w, err
+		}
+		w.ID, w.NextAt, w.Created = uint64(id), fromNanos(next), fromNanos(created)
+		return w, json.Unmarshal(payload, &w.Payload)
+	})
+	if err != nil {
+		return nil, time.Time{}, p.fail("claim webhooks", err)
+	}
+	var next *int64
+	if err := br.QueryRow().Scan(&next); err != nil {
+		return nil, time.Time{}, p.fail("claim webhooks", err)
+	}
+	var at time.Time
+	if next != nil {
+		at = fromNanos(*next)
+	}
+	return out, at, p.fail("", nil)
+}
+
+// FinishWebhook implements Storage.
+func (p *Postgres) FinishWebhook(ctx context.Context, id uint64, attempts int, retryAt time.Time, lastErr string) error {
+	var err error
+	if retryAt.IsZero() {
+		_, err = p.pool.Exec(ctx, "DELETE FROM khala_webhooks WHERE id = $1", int64(id))
+	} else {
+		_, err = p.pool.Exec(ctx, "UPDATE khala_webhooks SET attempts = $2, next_at = $3, last_error = $4 WHERE id = $1",
+			int64(id), attempts, nanos(retryAt), lastErr)
+		if err == nil {
+			// Deliverers sleep until the next due time they know: wake them.
+			p.publish(TopicWebhooks)
+		}
+	}
+	return p.fail("record a webhook delivery", err)
+}
