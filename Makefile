@@ -18,8 +18,12 @@ demo: build
 test:
 	$(GO) test -race -count=1 ./...
 
+# Turn, CLI and remote benchmarks run 200 turns each; the Khala load
+# benchmarks size themselves (1x), the PostgreSQL ones need PostgreSQL.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 200x ./...
+	$(GO) test -run '^$$' -bench 'Turn|Moderator|CLI|RemoteTurn|IdleDaemon' -benchtime 200x ./daemon ./cmd/nerve
+	$(GO) test -run '^$$' -bench 'Khala' -benchtime 1x ./khala ./cmd/nerve
+	$(GO) test -run '^$$' -bench 'Knowledge' ./knowledge
 
 vet:
 	$(GO) vet ./...
