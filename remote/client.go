@@ -120,6 +120,12 @@ func (c *Client) sleep(ctx context.Context, d time.Duration) error {
 	if c.Sleep != nil {
 		return c.Sleep(ctx, d)
 	}
+	return Wait(ctx, d)
+}
+
+// Wait sleeps for d, or until ctx is done (then it returns ctx's error):
+// the wait of every retry loop that talks to a remote.
+func Wait(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
