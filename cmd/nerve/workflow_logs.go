@@ -68,34 +68,13 @@ func workflowLogsRun(ctx context.Context, f *Factory, opts *workflowLogsOptions)
 	for _, m := range msgs {
 		byStep[m.Step] = m
 	}
-	printed := map[int]bool{}
-	enc := json.NewEncoder(f.IO.Out)
-	show := func(e workflow.Event) error {
-		if e.Type != workflow.EventTurnAnswered && e.Type != workflow.EventTurnFailed {
-			if !opts.JSON {
-				printEvent(f, e)
-			}
-			return nil
+	show := logPrinter(f, opts.JSON, func(step int) ([]workflow.Message, error) {
+		if m, ok := byStep[step]; ok {
+			return []workflow.Message{m}, nil
 		}
-		m, ok := byStep[e.Step]
-		if !ok { // answered after we read the messages
-			got, err := c.Messages(ctx, t.ID, workflow.Filter{Step: e.Step})
-			if err != nil || len(got) == 0 {
-				return err
-			}
-			m = got[0]
-		}
-		if printed[m.Step] {
-			return nil
-		}
-		printed[m.Step] = true
-		if opts.JSON {
-			return enc.Encode(m)
-		}
-		printEvent(f, e)
-		printMessage(f, m)
-		return nil
-	}
+		// answered after we read the messages
+		return c.Messages(ctx, t.ID, workflow.Filter{Step: step})
+	})
 	if err := c.Events(ctx, t.ID, 0, opts.Follow, show); err != nil {
 		return err
 	}
@@ -110,6 +89,36 @@ func workflowLogsRun(ctx context.Context, f *Factory, opts *workflowLogsOptions)
 		return errSilentFail
 	}
 	return nil
+}
+
+// logPrinter prints a thread's log from its events, local or remote: each
+// event as a line, and under each answered turn its message (fetched with
+// message); with asJSON only the messages, one object per line.
+func logPrinter(f *Factory, asJSON bool, message func(step int) ([]workflow.Message, error)) func(workflow.Event) error {
+	printed := map[int]bool{}
+	enc := json.NewEncoder(f.IO.Out)
+	return func(e workflow.Event) error {
+		if e.Type != workflow.EventTurnAnswered && e.Type != workflow.EventTurnFailed {
+			if !asJSON {
+				printEvent(f, e)
+			}
+			return nil
+		}
+		if printed[e.Step] {
+			return nil
+		}
+		got, err := message(e.Step)
+		if err != nil || len(got) == 0 {
+			return err
+		}
+		printed[e.Step] = true
+		if asJSON {
+			return enc.Encode(got[0])
+		}
+		printEvent(f, e)
+		printMessage(f, got[0])
+		return nil
+	}
 }
 
 // threadOf fetches the thread a ref names, checking it is of that workflow.

@@ -112,30 +112,9 @@ func remoteLogs(ctx context.Context, f *Factory, ref workflow.Ref, opts *workflo
 	if t.Workflow != ref.Workflow {
 		return usageErrorf("", "%s is a thread of %s, not of %s", t.ID, t.Workflow, ref.Workflow)
 	}
-	printed := map[int]bool{}
-	enc := json.NewEncoder(f.IO.Out)
-	show := func(e workflow.Event) error {
-		if e.Type != workflow.EventTurnAnswered && e.Type != workflow.EventTurnFailed {
-			if !opts.JSON {
-				printEvent(f, e)
-			}
-			return nil
-		}
-		if printed[e.Step] {
-			return nil
-		}
-		got, err := c.Messages(ctx, t.ID, workflow.Filter{Step: e.Step})
-		if err != nil || len(got) == 0 {
-			return err
-		}
-		printed[e.Step] = true
-		if opts.JSON {
-			return enc.Encode(got[0])
-		}
-		printEvent(f, e)
-		printMessage(f, got[0])
-		return nil
-	}
+	show := logPrinter(f, opts.JSON, func(step int) ([]workflow.Message, error) {
+		return c.Messages(ctx, t.ID, workflow.Filter{Step: step})
+	})
 	if !opts.Follow {
 		// What exists now, even while the thread runs on.
 		return remoteTrace(ctx, c, t.ID, show)
