@@ -102,6 +102,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.outbox = newOutbox(d)
 	d.capacity = sense.NewCapacity(cfg.Agent.MaxConcurrentTurns)
 	d.rdefs.defs = map[string]*workflow.Definition{}
+	d.rdefs.byThread = map[string]*workflow.Definition{}
 
 	srv := &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)

@@ -88,7 +88,7 @@ func (o *outbox) flush(ctx context.Context) int {
 			cl.Retries = 0
 			clients[it.Remote] = cl
 		}
-		if !o.settle(it, cl.Respond(ctx, it.Turn, it.Response)) {
+		if _, err := cl.Respond(ctx, it.Turn, it.Response); !o.settle(it, err) {
 			left++
 		}
 	}
@@ -97,13 +97,14 @@ func (o *outbox) flush(ctx context.Context) int {
 
 // sendNow delivers a response just queued, on the turn's own goroutine:
 // the usual case costs no hand-off to the delivery loop. Whatever it
-// cannot deliver stays in the outbox for the loop.
-func (o *outbox) sendNow(it store.OutboxItem) {
+// cannot deliver stays in the outbox for the loop. It returns the
+// server's acknowledgement when the response was accepted.
+func (o *outbox) sendNow(it store.OutboxItem) (remote.Answered, bool) {
 	o.mu.Lock()
 	if time.Until(o.backoff[it.Remote]) > 0 {
 		o.mu.Unlock()
 		o.kick(it)
-		return
+		return remote.Answered{}, false
 	}
 	o.inflight[it.Seq] = true
 	o.mu.Unlock()
@@ -115,14 +116,16 @@ func (o *outbox) sendNow(it store.OutboxItem) {
 	cl, err := remote.ForConfig(o.d.config(), it.Remote)
 	if err != nil {
 		o.kick(it)
-		return
+		return remote.Answered{}, false
 	}
 	cl.Retries = 0
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if !o.settle(it, cl.Respond(ctx, it.Turn, it.Response)) {
+	ans, err := cl.Respond(ctx, it.Turn, it.Response)
+	if !o.settle(it, err) {
 		o.kick(it)
 	}
+	return ans, err == nil
 }
 
 // settle records the outcome of one delivery and reports whether the item

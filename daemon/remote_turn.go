@@ -53,6 +53,7 @@ func (r *runner) release(remoteName string, t remote.Turn) {
 // answer is in the outbox, so the next claim is on its way while the
 // answer is delivered.
 func (r *runner) runRemoteTurn(remoteName string, t remote.Turn, adapterName string, done func()) {
+	start := time.Now()
 	cfg := r.d.config()
 	cl, err := remote.ForConfig(cfg, remoteName)
 	if err != nil {
@@ -72,6 +73,7 @@ func (r *runner) runRemoteTurn(remoteName string, t remote.Turn, adapterName str
 	defer cancel(nil)
 	hbDone := r.heartbeat(ctx, cancel, cl, t)
 	resp, ok := r.execRemote(ctx, cl, remoteName, t, adapterName)
+	ran := time.Now()
 	cancel(nil)
 	<-hbDone
 	if !ok {
@@ -91,7 +93,18 @@ func (r *runner) runRemoteTurn(remoteName string, t remote.Turn, adapterName str
 	}
 	r.deleteClaim(remoteName, t.Turn) // the outbox has it now
 	done()
-	r.d.outbox.sendNow(item)
+	queued := time.Now()
+	ans, sent := r.d.outbox.sendNow(item)
+	if m, ok := ans.Message(t, resp); sent && ok {
+		r.hist.add(historyKey(remoteName, t), m)
+	}
+	r.d.log.Debug("remote turn", "turn", t.Turn, "remote", remoteName, "run", ran.Sub(start),
+		"outbox", queued.Sub(ran), "send", time.Since(queued), "sent", sent)
+}
+
+// historyKey names a remote thread's cached history and its snapshot.
+func historyKey(remoteName string, t remote.Turn) string {
+	return remoteName + "--" + t.Workflow + "--" + t.Thread
 }
 
 // execRemote runs the adapter for a remote turn; ok is false when the
@@ -112,12 +125,12 @@ func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName s
 		return fail("adapter", err)
 	}
 	ref := workflow.Ref{Remote: remoteName, Workflow: t.Workflow, Thread: t.Thread}.String()
-	snapKey := remoteName + "--" + t.Workflow + "--" + t.Thread
+	snapKey := historyKey(remoteName, t)
 	// The role's definition (for its meta schema) is read while the
 	// adapter runs; it is only needed after.
 	roleCh := make(chan *workflow.Role, 1)
-	go func() { roleCh <- r.d.remoteRole(ctx, cl, remoteName, t.Workflow, t.Role) }()
-	history, err := r.hist.get(ctx, cl, snapKey, t.Thread)
+	go func() { roleCh <- r.d.remoteRole(ctx, cl, remoteName, t) }()
+	history, err := r.hist.get(ctx, cl, snapKey, t.Thread, t.Step)
 	if err != nil && ctx.Err() == nil {
 		r.d.log.Warn("read remote thread for its snapshot", "thread", ref, "err", err)
 	}
@@ -202,22 +215,34 @@ func (r *runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 	return done
 }
 
+// maxThreadDefs bounds the threads whose definition is remembered.
+const maxThreadDefs = 256
+
 // remoteDefs caches remote definitions by remote, workflow and version,
-// for the meta schema of a role.
+// for the meta schema of a role, and which one each thread uses: a
+// thread keeps its definition, so its later turns need not ask again.
 type remoteDefs struct {
-	mu   sync.Mutex
-	defs map[string]*workflow.Definition
+	mu       sync.Mutex
+	defs     map[string]*workflow.Definition
+	byThread map[string]*workflow.Definition
 }
 
 // remoteRole returns the role's definition, or nil when the workflow
 // cannot be read (then no structured output is extracted).
-func (d *Daemon) remoteRole(ctx context.Context, cl *remote.Client, remoteName, wf, role string) *workflow.Role {
-	w, err := cl.Workflow(ctx, wf)
+func (d *Daemon) remoteRole(ctx context.Context, cl *remote.Client, remoteName string, t remote.Turn) *workflow.Role {
+	thread := historyKey(remoteName, t)
+	d.rdefs.mu.Lock()
+	def := d.rdefs.byThread[thread]
+	d.rdefs.mu.Unlock()
+	if def != nil {
+		return def.Roles[t.Role]
+	}
+	w, err := cl.Workflow(ctx, t.Workflow)
 	if err != nil {
-		d.log.Warn("read remote workflow", "remote", remoteName, "workflow", wf, "err", err)
+		d.log.Warn("read remote workflow", "remote", remoteName, "workflow", t.Workflow, "err", err)
 		return nil
 	}
-	key := remoteName + "/" + wf + "@" + w.Version
+	key := remoteName + "/" + t.Workflow + "@" + w.Version
 	d.rdefs.mu.Lock()
 	def, ok := d.rdefs.defs[key]
 	d.rdefs.mu.Unlock()
@@ -226,9 +251,13 @@ func (d *Daemon) remoteRole(ctx context.Context, cl *remote.Client, remoteName, 
 			d.log.Warn("parse remote workflow", "workflow", key, "err", err)
 			return nil
 		}
-		d.rdefs.mu.Lock()
-		d.rdefs.defs[key] = def
-		d.rdefs.mu.Unlock()
 	}
-	return def.Roles[role]
+	d.rdefs.mu.Lock()
+	d.rdefs.defs[key] = def
+	if len(d.rdefs.byThread) >= maxThreadDefs {
+		clear(d.rdefs.byThread)
+	}
+	d.rdefs.byThread[thread] = def
+	d.rdefs.mu.Unlock()
+	return def.Roles[t.Role]
 }

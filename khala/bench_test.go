@@ -1,6 +1,11 @@
 package khala
 
-import "testing"
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
 
 // The figures DESIGN.md asks for are measured against the real binary in
 // cmd/nerve (BenchmarkKhala*); this in-process one is for profiling, on
@@ -38,4 +43,55 @@ limits:
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(turns)/1000, "ms/turn")
+}
+
+// BenchmarkThroughputInProcess is the throughput figure's load (8 agents,
+// 1,000 threads of 4 turns, each agent answering one turn at a time) in
+// one process, for profiling the server's share of it.
+func BenchmarkThroughputInProcess(b *testing.B) {
+	for _, bk := range backends {
+		b.Run(bk.name, func(b *testing.B) { benchThroughput(b, bk) })
+	}
+}
+
+func benchThroughput(b *testing.B, bk backend) {
+	ts := bk.server(b)
+	agents := make([]*client, 8)
+	for i := range agents {
+		agents[i] = ts.agent(fmt.Sprintf("a%d", i))
+	}
+	agents[0].putWorkflow(`workflow: relay
+binding: cloud
+moderator: '$count(messages) >= input.turns ? {"done": true} : {"role": "worker", "instruction": "step " & ($count(messages) + 1)}'
+inputs:
+  turns: {type: integer, default: 4}
+roles:
+  worker: {prompt: You relay.}
+`)
+	total := 0
+	for b.Loop() {
+		b.StopTimer()
+		for range 1000 {
+			agents[0].start("relay", map[string]any{"turns": 4}, "")
+		}
+		b.StartTimer()
+		var answered atomic.Int64
+		var wg sync.WaitGroup
+		for _, a := range agents {
+			wg.Go(func() {
+				for answered.Load() < 4000 {
+					for _, tk := range a.claim(map[string]any{"max": 1, "wait": "100ms"}) {
+						if s, d := a.respond(tk, "ok", nil); s != 200 {
+							b.Errorf("%d %s", s, d)
+							return
+						}
+						answered.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		total += 4000
+	}
+	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "turns/s")
 }

@@ -242,6 +242,7 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request, a Agent)
 		status  string
 		claimed time.Time
 		now     time.Time
+		fresh   bool // recorded now, not a resent answer
 	)
 	err = s.store.UpdateThread(r.Context(), thread, func(v *ThreadView) (*ThreadChange, error) {
 		now = s.now()
@@ -261,6 +262,7 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request, a Agent)
 		s.metrics.turnsAnswered.Add(1)
 		s.metrics.turnDuration.observe(now.Sub(claimed))
 		s.changed(c)
+		fresh = true
 	}
 	if errors.Is(err, ErrNotFound) {
 		err = notFound("unknown turn %q", turn)
@@ -269,7 +271,23 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request, a Agent)
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"turn": turn, "thread": thread, "status": status})
+	out := responseJSON{Turn: turn, Thread: thread, Status: status}
+	if fresh {
+		// What the server added to the message: the agent can then
+		// extend its copy of the thread without reading it back.
+		out.Agent, out.At = a.Name, now
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// responseJSON answers a response: the thread's status after it, and for
+// an answer recorded by this request the message's agent and time.
+type responseJSON struct {
+	Turn   string    `json:"turn"`
+	Thread string    `json:"thread"`
+	Status string    `json:"status"`
+	Agent  string    `json:"agent,omitempty"`
+	At     time.Time `json:"at,omitzero"`
 }
 
 // closedTurn resolves a request for a turn that is not open: unknown

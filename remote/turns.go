@@ -65,10 +65,32 @@ type Response struct {
 	Usage   *adapter.Usage         `json:"usage,omitempty"`
 }
 
+// Answered is the server's acknowledgement of a response: the thread's
+// status after it and, when this request recorded the answer (not a
+// resend of one already recorded), the message's agent and time.
+type Answered struct {
+	Status string    `json:"status"`
+	Agent  string    `json:"agent"`
+	At     time.Time `json:"at"`
+}
+
+// Message is the message the server recorded for this answer to t, when
+// the acknowledgement says (ok false for a resent answer or an older
+// server that does not say).
+func (a Answered) Message(t Turn, r Response) (workflow.Message, bool) {
+	if a.At.IsZero() {
+		return workflow.Message{}, false
+	}
+	return workflow.Message{Step: t.Step, Role: t.Role, Agent: a.Agent, Content: r.Content, Meta: r.Meta,
+		Error: r.Error, At: a.At, Instruction: t.Instruction, Adapter: r.Adapter, Usage: r.Usage}, true
+}
+
 // Respond delivers a turn's answer; a 409 means the claim is no longer
 // the holder's and the answer must be dropped.
-func (c *Client) Respond(ctx context.Context, turn string, r Response) error {
-	return c.Do(ctx, http.MethodPost, "/v1/turns/"+url.PathEscape(turn)+"/response", r, nil)
+func (c *Client) Respond(ctx context.Context, turn string, r Response) (Answered, error) {
+	var out Answered
+	err := c.Do(ctx, http.MethodPost, "/v1/turns/"+url.PathEscape(turn)+"/response", r, &out)
+	return out, err
 }
 
 // Release gives a claimed turn back to the queue at once.

@@ -132,7 +132,7 @@ func BenchmarkKhalaSequentialTurns(b *testing.B) {
 // memory, and the database's growth per 10,000 turns.
 func BenchmarkKhalaThroughput(b *testing.B) {
 	for _, kb := range khBenches {
-		for _, capacity := range []int{1, 4} {
+		for _, capacity := range []int{1, 2, 4} {
 			b.Run(fmt.Sprintf("%s/capacity=%d", kb.name, capacity), func(b *testing.B) { khThroughput(b, kb, capacity) })
 		}
 	}
