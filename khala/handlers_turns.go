@@ -2,6 +2,7 @@ package khala
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -95,7 +96,6 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, a Agent) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	var turns []Turn
-poll:
 	for {
 		// Take the hint before looking, so a turn queued in between
 		// still wakes us.
@@ -110,20 +110,36 @@ poll:
 		if len(turns) > 0 || wait == 0 {
 			break
 		}
+		// While parked, an answer that queues a turn this poll takes
+		// may hand it over in its own commit (handoff.go).
+		wt := s.handoffs.park(q)
+		stop, handed := false, false
 		select {
+		case turns = <-wt.got:
+			handed = true
 		case <-hint:
 		case <-time.After(s.opts.Recheck):
 		case <-timer.C:
-			break poll
+			stop = true
 		case <-s.closing:
-			break poll
+			stop = true
 		case <-ctx.Done():
-			return
+			stop = true
 		}
+		if !handed {
+			turns = s.handoffs.leave(wt)
+		}
+		if len(turns) > 0 || stop {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		s.giveBack(turns) // the agent is gone
+		return
 	}
 	out := make([]claimJSON, 0, len(turns))
 	for _, t := range turns {
-		s.metrics.claimWait.observe(q.Now.Sub(t.QueuedAt))
+		s.metrics.claimWait.observe(max(q.Now.Sub(t.QueuedAt), 0))
 		s.sweep.poke(t.LeaseExpires)
 		out = append(out, claimJSON{Turn: t.ID, Claim: t.Claim, Thread: t.Thread, Workflow: t.Workflow, Role: t.Role,
 			Prompt: t.Prompt, Instruction: t.Instruction, Step: t.Step, Attempt: t.Attempt, LeaseExpires: t.LeaseExpires})
@@ -244,7 +260,10 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request, a Agent)
 		now     time.Time
 		fresh   bool // recorded now, not a resent answer
 	)
+	var handed *reservation
 	err = s.store.UpdateThread(r.Context(), thread, func(v *ThreadView) (*ThreadChange, error) {
+		handed.settle(false) // an earlier, stale try's promises
+		handed = nil
 		now = s.now()
 		var err error
 		c, err = answer(r.Context(), s.defs, v, turn, answerRequest{Claim: req.Claim, Agent: a.Name, Message: m}, now)
@@ -252,8 +271,10 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request, a Agent)
 			return nil, err
 		}
 		status, claimed = c.Thread.Status, v.Turn(turn).ClaimedAt
+		handed = s.handoffs.reserve(c, now)
 		return c, nil
 	})
+	handed.settle(err == nil)
 	if errors.Is(err, errTurnClosed) {
 		// A resent answer (the agent's outbox after a lost 200) is
 		// acknowledged again; any other claim on a closed turn is stale.
@@ -306,6 +327,23 @@ func (s *Server) closedTurn(r *http.Request, turn, claim string, answerOK bool) 
 		return "", err
 	}
 	return v.Thread.Status, nil
+}
+
+// giveBack re-queues turns claimed for a long poll whose agent left
+// before it could be told: another agent need not wait for their lease.
+func (s *Server) giveBack(turns []Turn) {
+	for _, t := range turns {
+		var c *ThreadChange
+		err := s.store.UpdateThread(context.Background(), t.Thread, func(v *ThreadView) (*ThreadChange, error) {
+			var err error
+			c, err = release(v, t.ID, t.Claim, s.now())
+			return c, err
+		})
+		if err == nil && c != nil {
+			s.metrics.turnsReleased.Add(1)
+			s.changed(c)
+		}
+	}
 }
 
 func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request, _ Agent) {

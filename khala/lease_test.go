@@ -58,6 +58,16 @@ func testFiftyAgentsRace(t *testing.T, bk backend) {
 	// A turn already queued, fifty claims without waiting.
 	agents[0].start("pair", nil, "")
 	race("0s", func() {})
+	// Long polls waiting when an answer queues the next turn: it is
+	// handed to one of them in the answer's own commit.
+	agents[0].start("pair", nil, "")
+	first := agents[0].claimOne()
+	race("2s", func() {
+		time.Sleep(50 * time.Millisecond)
+		if s, d := agents[0].respond(first, "done", nil); s != 200 {
+			t.Fatalf("respond: %d %s", s, d)
+		}
+	})
 }
 
 func TestStaleClaim(t *testing.T) { eachBackend(t, testStaleClaim) }

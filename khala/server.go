@@ -57,6 +57,7 @@ type Server struct {
 	closing   chan struct{} // closed when shutdown begins: long polls end
 	closeOnce sync.Once
 	sweep     *sweeper
+	handoffs  handoffs // long polls a new turn may be handed to
 }
 
 // New returns a Server; call Run for its background work.
