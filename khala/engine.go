@@ -41,7 +41,7 @@ func startThread(ctx context.Context, def *workflow.Definition, hash, id string,
 	}}
 	c.Events = append(c.Events, workflow.Event{At: now, Type: workflow.EventThreadStarted, Thread: id,
 		Agent: initiator, Status: workflow.StatusRunning})
-	return c, routeThread(ctx, def, c, nil, nil, now)
+	return c, routeThread(ctx, def, c, nil, nil, nil, now)
 }
 
 // errTurnClosed says the turn a request names is not open: unknown,
@@ -51,7 +51,8 @@ var errTurnClosed = errors.New("turn not open")
 
 // answer records an answer and, when it was the last pending turn, asks
 // the moderator what follows.
-func answer(ctx context.Context, defs *defCache, v *ThreadView, turnID string, req answerRequest, now time.Time) (*ThreadChange, error) {
+// docs, when not nil, is the thread's document cache (threadDocs).
+func answer(ctx context.Context, defs *defCache, docs *workflow.DocCache, v *ThreadView, turnID string, req answerRequest, now time.Time) (*ThreadChange, error) {
 	t := v.Turn(turnID)
 	switch {
 	case t == nil:
@@ -83,14 +84,15 @@ func answer(ctx context.Context, defs *defCache, v *ThreadView, turnID string, r
 	}
 	msgs := append(slices.Clone(v.Messages), m)
 	slices.SortStableFunc(msgs, func(a, b workflow.Message) int { return a.Step - b.Step })
-	return c, routeThread(ctx, def, c, msgs, openTurns(v, t.ID), now)
+	return c, routeThread(ctx, def, c, msgs, openTurns(v, t.ID), docs, now)
 }
 
 // routeThread asks the moderator and records its decision in c: new turns
 // queued, or the thread's end. A moderator at fault fails the thread; only
 // an interrupted evaluation (ctx) is an error.
-func routeThread(ctx context.Context, def *workflow.Definition, c *ThreadChange, msgs []workflow.Message, open []Turn, now time.Time) error {
-	dec, err := workflow.Route(ctx, def, workflow.NewState(&c.Thread.Thread, msgs))
+func routeThread(ctx context.Context, def *workflow.Definition, c *ThreadChange, msgs []workflow.Message, open []Turn,
+	docs *workflow.DocCache, now time.Time) error {
+	dec, err := workflow.Route(ctx, def, workflow.NewState(&c.Thread.Thread, msgs).WithCache(docs))
 	var re *workflow.RoutingError
 	switch {
 	case errors.As(err, &re):

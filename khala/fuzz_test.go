@@ -144,7 +144,7 @@ func FuzzModeratorInput(f *testing.F) {
 		if errMsg != "" {
 			m.Error = &workflow.MessageError{Kind: "agent", Message: errMsg}
 		}
-		ch, err := answer(context.Background(), defs, v, tk.ID, answerRequest{Claim: "claim", Agent: "fuzzer", Message: m}, now)
+		ch, err := answer(context.Background(), defs, nil, v, tk.ID, answerRequest{Claim: "claim", Agent: "fuzzer", Message: m}, now)
 		if err != nil {
 			t.Fatalf("answer: %v", err)
 		}

@@ -261,12 +261,14 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request, a Agent)
 		fresh   bool // recorded now, not a resent answer
 	)
 	var handed *reservation
+	docs, releaseDocs := s.docs.acquire(thread)
+	defer releaseDocs()
 	err = s.store.UpdateThread(r.Context(), thread, func(v *ThreadView) (*ThreadChange, error) {
 		handed.settle(false) // an earlier, stale try's promises
 		handed = nil
 		now = s.now()
 		var err error
-		c, err = answer(r.Context(), s.defs, v, turn, answerRequest{Claim: req.Claim, Agent: a.Name, Message: m}, now)
+		c, err = answer(r.Context(), s.defs, docs, v, turn, answerRequest{Claim: req.Claim, Agent: a.Name, Message: m}, now)
 		if err != nil {
 			return nil, err
 		}

@@ -57,7 +57,8 @@ type Server struct {
 	closing   chan struct{} // closed when shutdown begins: long polls end
 	closeOnce sync.Once
 	sweep     *sweeper
-	handoffs  handoffs // long polls a new turn may be handed to
+	handoffs  handoffs   // long polls a new turn may be handed to
+	docs      threadDocs // moderator documents between a thread's turns
 }
 
 // New returns a Server; call Run for its background work.

@@ -125,10 +125,11 @@ func BenchmarkKhalaSequentialTurns(b *testing.B) {
 }
 
 // Eight agents share 1,000 threads of 4 turns each, on one bbolt server
-// or spread over three PostgreSQL replicas. With capacity 1 an agent
-// claims one turn and answers it before claiming again; with capacity 4
-// it claims up to four at once and answers them in parallel, as a daemon
-// with max_concurrent_turns: 4 does. Also reported: each server's peak
+// or spread over three PostgreSQL replicas. Each agent claims the way a
+// nerve daemon with max_concurrent_turns = capacity does: only into free
+// slots, and a slot is free again once the turn's answer is in the
+// daemon's outbox, so the next claim is under way while the answer is
+// delivered (daemon/remote_turn.go). Also reported: each server's peak
 // memory, and the database's growth per 10,000 turns.
 func BenchmarkKhalaThroughput(b *testing.B) {
 	for _, kb := range khBenches {
@@ -143,7 +144,7 @@ func khThroughput(b *testing.B, kb khBench, capacity int) {
 	var turns, creating time.Duration
 	total := 0
 	size0 := size()
-	var serverCPU, dbCPU time.Duration
+	var serverCPU, dbCPU, agentCPU time.Duration
 	for b.Loop() {
 		b.StopTimer()
 		start := time.Now()
@@ -153,24 +154,46 @@ func khThroughput(b *testing.B, kb khBench, capacity int) {
 		creating += time.Since(start)
 		b.StartTimer()
 		start = time.Now()
-		server0, db0 := khCPU(b, ps), khPostgresCPU()
+		server0, db0, self0 := khCPU(b, ps), khPostgresCPU(), khProcCPU(os.Getpid())
 		var answered atomic.Int64
 		var wg sync.WaitGroup
 		for _, a := range agents {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				slots := make(chan struct{}, capacity) // a token per free slot
+				for range capacity {
+					slots <- struct{}{}
+				}
+				var sending sync.WaitGroup
+				defer sending.Wait()
 				for answered.Load() < 4000 {
-					var rw sync.WaitGroup
-					for _, tk := range khClaim(b, a, capacity, "100ms") {
-						rw.Add(1)
+					free := 1
+					<-slots
+				more:
+					for free < capacity {
+						select {
+						case <-slots:
+							free++
+						default:
+							break more
+						}
+					}
+					turns := khClaim(b, a, free, "100ms")
+					for range free - len(turns) {
+						slots <- struct{}{}
+					}
+					for _, tk := range turns {
+						sending.Add(1)
 						go func() {
-							defer rw.Done()
+							defer sending.Done()
+							// The adapter ran and the answer is in the outbox:
+							// the slot is free while the answer is delivered.
+							slots <- struct{}{}
 							a.must(b, "POST", "/v1/turns/"+tk.Turn+"/response", map[string]any{"claim": tk.Claim, "content": "ok"}, 200, nil)
 							answered.Add(1)
 						}()
 					}
-					rw.Wait()
 				}
 			}()
 		}
@@ -178,6 +201,7 @@ func khThroughput(b *testing.B, kb khBench, capacity int) {
 		turns += time.Since(start)
 		serverCPU += khCPU(b, ps) - server0
 		dbCPU += khPostgresCPU() - db0
+		agentCPU += khProcCPU(os.Getpid()) - self0
 		total += 4000
 	}
 	b.ReportMetric(float64(total)/turns.Seconds(), "turns/s")
@@ -192,6 +216,7 @@ func khThroughput(b *testing.B, kb khBench, capacity int) {
 	// database's (zero on bbolt, where the servers are the database).
 	b.ReportMetric(float64(serverCPU.Microseconds())/float64(total)/1000, "server-cpu-ms/turn")
 	b.ReportMetric(float64(dbCPU.Microseconds())/float64(total)/1000, "db-cpu-ms/turn")
+	b.ReportMetric(float64(agentCPU.Microseconds())/float64(total)/1000, "agents-cpu-ms/turn")
 }
 
 // khCPU is the CPU time the servers have used so far.

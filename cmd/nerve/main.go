@@ -9,12 +9,34 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 )
 
 func main() {
-	os.Exit(Main(os.Args[1:], System()))
+	stopProfile := profileCPU(os.Getenv("NERVE_CPUPROFILE"))
+	code := Main(os.Args[1:], System())
+	stopProfile()
+	os.Exit(code)
+}
+
+// profileCPU writes a CPU profile of this process to path.PID when path
+// is set, for whoever measures nerve (NERVE_CPUPROFILE=/tmp/cpu nerve
+// khala serve): one file per process, as a bench starts several.
+func profileCPU(path string) func() {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%d", path, os.Getpid()))
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nerve: NERVE_CPUPROFILE: %v\n", err)
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
 // Main runs nerve with args and returns the process exit code.
