@@ -11,13 +11,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // BenchmarkRemoteTurn measures a remote turn through a real daemon: claim
 // → exec adapter `true` → response → moderator → next claim, one thread of
 // b.N sequential turns on a real Khala server. Run with -benchtime 200x.
 // p50-ms is the median time between consecutive answers in the trace.
+// floor-ms, measured in the same run, is what a turn cannot do without:
+// a bare fork+exec of `true` and two durable bbolt commits (the daemon's
+// outbox, the server's answer), each at its median.
 func BenchmarkRemoteTurn(b *testing.B) {
+	floor := remoteTurnFloor(b)
 	k := startKhala(b)
 	tok := k.enrollToken(b, 1)
 	home, _ := os.MkdirTemp("", "nbr")
@@ -80,8 +86,47 @@ roles:
 	if len(gaps) > 0 {
 		b.ReportMetric(gaps[len(gaps)/2], "p50-ms")
 		b.ReportMetric(gaps[len(gaps)*95/100], "p95-ms")
+		b.ReportMetric(floor, "floor-ms")
 	}
 	b.ReportMetric(float64(b.N), "turns")
+}
+
+// remoteTurnFloor is the median of 200 bare execs of `true` plus twice the
+// median of 200 bbolt commits, in milliseconds.
+func remoteTurnFloor(b *testing.B) float64 {
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		b.Fatal(err)
+	}
+	db, err := bolt.Open(filepath.Join(b.TempDir(), "floor.db"), 0o600, &bolt.Options{NoFreelistSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	val := make([]byte, 600)
+	var execs, commits []float64
+	for i := range 200 {
+		start := time.Now()
+		if err := exec.Command(truePath).Run(); err != nil {
+			b.Fatal(err)
+		}
+		execs = append(execs, float64(time.Since(start).Microseconds())/1000)
+		start = time.Now()
+		err := db.Update(func(tx *bolt.Tx) error {
+			bk, err := tx.CreateBucketIfNotExists([]byte("b"))
+			if err != nil {
+				return err
+			}
+			return bk.Put([]byte(strconv.Itoa(i)), val)
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		commits = append(commits, float64(time.Since(start).Microseconds())/1000)
+	}
+	sort.Float64s(execs)
+	sort.Float64s(commits)
+	return execs[len(execs)/2] + 2*commits[len(commits)/2]
 }
 
 // BenchmarkIdleDaemonWithRemote reports the daemon's memory and CPU while
