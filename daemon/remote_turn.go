@@ -50,8 +50,10 @@ func (r *runner) release(remoteName string, t remote.Turn) {
 }
 
 // runRemoteTurn runs the turn; done frees its capacity slot as soon as the
-// answer is in the outbox, so the next claim is on its way while the
-// answer is delivered.
+// adapter is done and the answer known, so the next claim is on its way
+// while the answer is made durable and delivered: parked on the server
+// before the answer arrives, it is handed the thread's next turn in the
+// answer's own commit.
 func (r *runner) runRemoteTurn(remoteName string, t remote.Turn, adapterName string, done func()) {
 	start := time.Now()
 	cfg := r.d.config()
@@ -86,13 +88,13 @@ func (r *runner) runRemoteTurn(remoteName string, t remote.Turn, adapterName str
 		}
 		return
 	}
+	done()
 	item, err := r.d.store.Enqueue(store.OutboxItem{Remote: remoteName, Turn: t.Turn, Thread: t.Thread, Response: resp, QueuedAt: time.Now().UTC()})
 	if err != nil {
 		r.d.log.Error("queue response", "turn", t.Turn, "err", err)
 		return
 	}
 	r.deleteClaim(remoteName, t.Turn) // the outbox has it now
-	done()
 	queued := time.Now()
 	ans, sent := r.d.outbox.sendNow(item)
 	if m, ok := ans.Message(t, resp); sent && ok {
