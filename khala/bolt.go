@@ -62,8 +62,9 @@ type Bolt struct {
 	// optimistic check fails only against claims and heartbeats.
 	threadLocks [256]sync.Mutex
 
-	msgs msgCache
-	seqs seqCache
+	msgs   msgCache
+	seqs   seqCache
+	agents agentCache
 }
 
 // OpenBolt opens (creating) the bbolt file at path, waiting at most
@@ -104,7 +105,8 @@ func OpenBolt(path string, timeout time.Duration) (*Bolt, error) {
 		return nil, fmt.Errorf("init %s: %w", path, err)
 	}
 	b := &Bolt{db: db, hints: newHints(), w: writer{db: db}, msgs: msgCache{m: map[uint64][]workflow.Message{}},
-		seqs: seqCache{m: map[uint64]uint64{}}}
+		agents: agentCache{m: map[Hash]cachedAgent{}},
+		seqs:   seqCache{m: map[uint64]uint64{}}}
 	return b, nil
 }
 

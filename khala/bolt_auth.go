@@ -57,7 +57,11 @@ func (b *Bolt) Enroll(ctx context.Context, enroll Hash, a Agent) error {
 }
 
 // AgentByToken implements Storage.
+// Known agents are cached (see agentCache): every request authenticates.
 func (b *Bolt) AgentByToken(ctx context.Context, h Hash) (Agent, error) {
+	if a, ok := b.agents.get(h); ok {
+		return a, nil
+	}
 	var a Agent
 	err := b.view(ctx, func(tx *bolt.Tx) error {
 		name := tx.Bucket(bTokens).Get(h[:])
@@ -73,6 +77,9 @@ func (b *Bolt) AgentByToken(ctx context.Context, h Hash) (Agent, error) {
 		}
 		return nil
 	})
+	if err == nil {
+		b.agents.put(h, a)
+	}
 	return a, err
 }
 
