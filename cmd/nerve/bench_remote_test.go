@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,8 +22,15 @@ import (
 // p50-ms is the median time between consecutive answers in the trace.
 // floor-ms, measured in the same run, is what a turn cannot do without:
 // a bare fork+exec of `true` and two durable bbolt commits (the daemon's
-// outbox, the server's answer), each at its median.
+// outbox, the server's answer), each at its median. "watched" runs the
+// thread attached (`workflow run` follows its event stream and prints
+// progress, on the same two cores); "unwatched" detaches and waits.
 func BenchmarkRemoteTurn(b *testing.B) {
+	b.Run("watched", func(b *testing.B) { benchRemoteTurn(b, true) })
+	b.Run("unwatched", func(b *testing.B) { benchRemoteTurn(b, false) })
+}
+
+func benchRemoteTurn(b *testing.B, watched bool) {
 	floor := remoteTurnFloor(b)
 	k := startKhala(b)
 	tok := k.enrollToken(b, 1)
@@ -61,13 +69,20 @@ roles:
 	run("workflow", "push", def, "origin")
 	run("daemon", "start")
 	defer run("daemon", "stop")
+	args := []string{"workflow", "run", "origin/loop", "-i", "n=" + strconv.Itoa(b.N), "--json"}
+	if !watched {
+		args = append(args, "--detach")
+	}
 	b.ResetTimer()
-	out := run("workflow", "run", "origin/loop", "-i", "n="+strconv.Itoa(b.N), "--json")
-	b.StopTimer()
+	out := run(args...)
 	var res struct{ Thread, Status string }
 	json.Unmarshal([]byte(out), &res)
+	if !watched {
+		res.Status = waitRemoteThread(b, k.url, home, res.Thread)
+	}
+	b.StopTimer()
 	if res.Status != "completed" {
-		b.Fatalf("thread: %s", out)
+		b.Fatalf("thread: %s (%s)", out, res.Status)
 	}
 	trace := run("workflow", "logs", res.Thread, "--json")
 	var ats []time.Time
@@ -89,6 +104,31 @@ roles:
 		b.ReportMetric(floor, "floor-ms")
 	}
 	b.ReportMetric(float64(b.N), "turns")
+}
+
+// waitRemoteThread polls the thread's status (every 20 ms, a plain GET) until
+// it is no longer running, and returns it.
+func waitRemoteThread(b *testing.B, url, home, ref string) string {
+	tok, err := os.ReadFile(filepath.Join(home, "tokens", "origin"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	id := ref[strings.LastIndexByte(ref, '#')+1:]
+	for {
+		req, _ := http.NewRequest("GET", url+"/v1/threads/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var th struct{ Status string }
+		json.NewDecoder(resp.Body).Decode(&th)
+		resp.Body.Close()
+		if th.Status != "running" {
+			return th.Status
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // remoteTurnFloor is the median of 200 bare execs of `true` plus twice the
