@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nerve-agents/nerve/workflow"
@@ -65,6 +66,11 @@ type Bolt struct {
 	msgs   msgCache
 	seqs   seqCache
 	agents agentCache
+	// lastThread is the last thread number handed out. Only created
+	// threads move the stored counter (in their own commit): a number
+	// handed out for a thread that was never created was never seen, so
+	// after a restart it may be handed out again.
+	lastThread atomic.Uint64
 }
 
 // OpenBolt opens (creating) the bbolt file at path, waiting at most
@@ -107,6 +113,16 @@ func OpenBolt(path string, timeout time.Duration) (*Bolt, error) {
 	b := &Bolt{db: db, hints: newHints(), w: writer{db: db}, msgs: msgCache{m: map[uint64][]workflow.Message{}},
 		agents: agentCache{m: map[Hash]cachedAgent{}},
 		seqs:   seqCache{m: map[uint64]uint64{}}}
+	err = db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bMeta).Get(kNextThread); v != nil {
+			b.lastThread.Store(binary.BigEndian.Uint64(v))
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("init %s: %w", path, err)
+	}
 	return b, nil
 }
 

@@ -13,13 +13,12 @@ import (
 )
 
 // NextThreadID implements Storage.
+// It costs no commit: CreateThread records the number (see lastThread).
 func (b *Bolt) NextThreadID(ctx context.Context) (string, error) {
-	var n uint64
-	err := b.update(func(tx *bolt.Tx) (err error) {
-		n, err = nextCounter(tx, kNextThread)
-		return err
-	})
-	return threadID(n), err
+	if b.w.isClosed() {
+		return "", ErrClosed
+	}
+	return threadID(b.lastThread.Add(1)), nil
 }
 
 // encodedChange is a ThreadChange encoded before the write transaction,
@@ -82,6 +81,12 @@ func (b *Bolt) CreateThread(ctx context.Context, c *ThreadChange) error {
 		}
 		if err := tx.Bucket(bList).Put(k8(n), nil); err != nil {
 			return err
+		}
+		meta := tx.Bucket(bMeta)
+		if v := meta.Get(kNextThread); v == nil || binary.BigEndian.Uint64(v) < n {
+			if err := meta.Put(kNextThread, k8(n)); err != nil {
+				return err
+			}
 		}
 		// A new thread has no turns on disk, so it cannot be stale.
 		_, err := b.apply(tx, e, 0, false)

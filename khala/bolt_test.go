@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nerve-agents/nerve/workflow"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -119,5 +120,42 @@ func TestOpenRefusesUnknownFormat(t *testing.T) {
 	db.Close()
 	if _, err := OpenBolt(path, time.Second); err == nil {
 		t.Fatal("opened a file of an unknown format")
+	}
+}
+
+// Thread numbers cost no commit of their own: a created thread's number is
+// stored with it, so a reopened file goes on after the last created one,
+// and a number handed out but never used may be handed out again.
+func TestThreadNumbersAfterReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "k.db")
+	b, err := OpenBolt(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for want := 1; want <= 3; want++ {
+		id, err := b.NextThreadID(ctx)
+		if err != nil || id != threadID(uint64(want)) {
+			t.Fatalf("id %d: %q %v", want, id, err)
+		}
+		if want == 3 {
+			break // thread-3 is never created
+		}
+		c := &ThreadChange{Thread: Thread{Thread: workflow.Thread{ID: id, Workflow: "w", Status: workflow.StatusRunning}}}
+		if err := b.CreateThread(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Close()
+	if _, err := b.NextThreadID(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("closed store: %v", err)
+	}
+	b, err = OpenBolt(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if id, _ := b.NextThreadID(ctx); id != "thread-3" {
+		t.Fatalf("after reopen: %q, want thread-3 (after the last created thread-2)", id)
 	}
 }

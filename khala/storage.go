@@ -44,7 +44,8 @@ type Storage interface {
 	Source(ctx context.Context, hash string) ([]byte, error)
 
 	// NextThreadID reserves a thread id; a reservation never used leaves
-	// a gap, never a duplicate.
+	// a gap or is handed out again (the id was never seen), never a
+	// duplicate of a created thread.
 	NextThreadID(ctx context.Context) (string, error)
 	// CreateThread stores a new thread with its first turns and events.
 	CreateThread(ctx context.Context, c *ThreadChange) error
