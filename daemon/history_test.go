@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -129,7 +130,7 @@ func TestHistoriesFetchOnlyWhatIsMissing(t *testing.T) {
 		if fetched := counter.n.Load() > before; fetched != wantFetch {
 			t.Errorf("step %d: fetched %v, want %v", step, fetched, wantFetch)
 		}
-		if got := steps(msgs); !equalInts(got, want) {
+		if got := steps(msgs); !slices.Equal(got, want) {
 			t.Errorf("step %d: history has steps %v, want %v", step, got, want)
 		}
 	}
@@ -148,16 +149,4 @@ func TestHistoriesFetchOnlyWhatIsMissing(t *testing.T) {
 	// a answers step 5; step 6 needs only 1-5: nothing to fetch.
 	answer(a, claimStep(t, a, 5), true)
 	get(6, false, 1, 2, 3, 4, 5)
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
