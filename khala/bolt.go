@@ -66,6 +66,7 @@ type Bolt struct {
 	msgs   msgCache
 	seqs   seqCache
 	agents agentCache
+	events eventIndex
 	// lastThread is the last thread number handed out. Only created
 	// threads move the stored counter (in their own commit): a number
 	// handed out for a thread that was never created was never seen, so

@@ -2,7 +2,6 @@ package khala
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -166,35 +165,5 @@ func (b *Bolt) Threads(ctx context.Context, q ThreadQuery) ([]Thread, error) {
 		}
 		return nil
 	})
-	return out, err
-}
-
-// Events implements Storage.
-func (b *Bolt) Events(ctx context.Context, thread string, after uint64, limit int) ([]workflow.Event, error) {
-	n, ok := ParseThreadID(thread)
-	if !ok {
-		return nil, ErrNotFound
-	}
-	var out []workflow.Event
-	err := b.view(ctx, func(tx *bolt.Tx) error {
-		prefix := append(k8(n), regionSteps)
-		c := tx.Bucket(bThreads).Cursor()
-		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			if seq := binary.BigEndian.Uint64(k[13:]); seq == 0 || seq <= after {
-				continue // a turn, or an event already seen
-			}
-			var e workflow.Event
-			if err := json.Unmarshal(v, &e); err != nil {
-				return err
-			}
-			e.Seq = binary.BigEndian.Uint64(k[13:]) // numbered when stored
-			out = append(out, e)
-		}
-		return nil
-	})
-	slices.SortFunc(out, func(a, b workflow.Event) int { return cmp.Compare(a.Seq, b.Seq) })
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
-	}
 	return out, err
 }
