@@ -261,6 +261,7 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request, a Agent)
 		fresh   bool // recorded now, not a resent answer
 	)
 	var handed *reservation
+	defer func() { handed.settle(false) }() // if UpdateThread never returned
 	docs, releaseDocs := s.docs.acquire(thread)
 	defer releaseDocs()
 	err = s.store.UpdateThread(r.Context(), thread, func(v *ThreadView) (*ThreadChange, error) {
@@ -277,6 +278,7 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request, a Agent)
 		return c, nil
 	})
 	handed.settle(err == nil)
+	handed = nil
 	if errors.Is(err, errTurnClosed) {
 		// A resent answer (the agent's outbox after a lost 200) is
 		// acknowledged again; any other claim on a closed turn is stale.
