@@ -12,6 +12,18 @@ import (
 // each backend:
 //
 //	go test ./khala -run '^$' -bench Sequential/postgres -cpuprofile cpu.out
+// relayWF passes a thread from turn to turn until input.turns answers.
+const relayWF = `workflow: relay
+binding: cloud
+moderator: '$count(messages) >= input.turns ? {"done": true} : {"role": "worker", "instruction": "step " & ($count(messages) + 1)}'
+inputs:
+  turns: {type: integer, default: 4}
+roles:
+  worker: {prompt: You relay.}
+limits:
+  max_steps: 100000
+`
+
 func BenchmarkSequentialTurnsInProcess(b *testing.B) {
 	for _, bk := range backends {
 		b.Run(bk.name, func(b *testing.B) { benchSequential(b, bk) })
@@ -21,16 +33,7 @@ func BenchmarkSequentialTurnsInProcess(b *testing.B) {
 func benchSequential(b *testing.B, bk backend) {
 	ts := bk.server(b)
 	a := ts.agent("a")
-	a.putWorkflow(`workflow: relay
-binding: cloud
-moderator: '$count(messages) >= input.turns ? {"done": true} : {"role": "worker", "instruction": "step " & ($count(messages) + 1)}'
-inputs:
-  turns: {type: integer, default: 4}
-roles:
-  worker: {prompt: You relay.}
-limits:
-  max_steps: 100000
-`)
+	a.putWorkflow(relayWF)
 	turns := 0
 	for b.Loop() {
 		a.start("relay", map[string]any{"turns": 200}, "")
@@ -60,14 +63,7 @@ func benchThroughput(b *testing.B, bk backend) {
 	for i := range agents {
 		agents[i] = ts.agent(fmt.Sprintf("a%d", i))
 	}
-	agents[0].putWorkflow(`workflow: relay
-binding: cloud
-moderator: '$count(messages) >= input.turns ? {"done": true} : {"role": "worker", "instruction": "step " & ($count(messages) + 1)}'
-inputs:
-  turns: {type: integer, default: 4}
-roles:
-  worker: {prompt: You relay.}
-`)
+	agents[0].putWorkflow(relayWF)
 	total := 0
 	for b.Loop() {
 		b.StopTimer()
