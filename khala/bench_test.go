@@ -12,6 +12,7 @@ import (
 // each backend:
 //
 //	go test ./khala -run '^$' -bench Sequential/postgres -cpuprofile cpu.out
+//
 // relayWF passes a thread from turn to turn until input.turns answers.
 const relayWF = `workflow: relay
 binding: cloud
