@@ -7,12 +7,6 @@ import (
 	"testing"
 )
 
-// The figures DESIGN.md asks for are measured against the real binary in
-// cmd/nerve (BenchmarkKhala*); this in-process one is for profiling, on
-// each backend:
-//
-//	go test ./khala -run '^$' -bench Sequential/postgres -cpuprofile cpu.out
-//
 // relayWF passes a thread from turn to turn until input.turns answers.
 const relayWF = `workflow: relay
 binding: cloud
@@ -25,6 +19,11 @@ limits:
   max_steps: 100000
 `
 
+// The figures DESIGN.md asks for are measured against the real binary in
+// cmd/nerve (BenchmarkKhala*); this in-process one is for profiling, on
+// each backend:
+//
+//	go test ./khala -run '^$' -bench Sequential/postgres -cpuprofile cpu.out
 func BenchmarkSequentialTurnsInProcess(b *testing.B) {
 	for _, bk := range backends {
 		b.Run(bk.name, func(b *testing.B) { benchSequential(b, bk) })
