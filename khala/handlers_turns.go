@@ -337,17 +337,23 @@ func (s *Server) closedTurn(r *http.Request, turn, claim string, answerOK bool) 
 // before it could be told: another agent need not wait for their lease.
 func (s *Server) giveBack(turns []Turn) {
 	for _, t := range turns {
-		var c *ThreadChange
-		err := s.store.UpdateThread(context.Background(), t.Thread, func(v *ThreadView) (*ThreadChange, error) {
-			var err error
-			c, err = release(v, t.ID, t.Claim, s.now())
-			return c, err
-		})
-		if err == nil && c != nil {
-			s.metrics.turnsReleased.Add(1)
-			s.changed(c)
-		}
+		_ = s.releaseTurn(context.Background(), t.Thread, t.ID, t.Claim)
 	}
+}
+
+// releaseTurn puts a claimed turn back in the queue, for its holder.
+func (s *Server) releaseTurn(ctx context.Context, thread, turn, claim string) error {
+	var c *ThreadChange
+	err := s.store.UpdateThread(ctx, thread, func(v *ThreadView) (*ThreadChange, error) {
+		var err error
+		c, err = release(v, turn, claim, s.now())
+		return c, err
+	})
+	if err == nil && c != nil {
+		s.metrics.turnsReleased.Add(1)
+		s.changed(c)
+	}
+	return err
 }
 
 func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request, _ Agent) {
@@ -361,12 +367,7 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request, _ Agent) 
 		s.fail(w, r, err)
 		return
 	}
-	var c *ThreadChange
-	err = s.store.UpdateThread(r.Context(), thread, func(v *ThreadView) (*ThreadChange, error) {
-		var err error
-		c, err = release(v, turn, claim, s.now())
-		return c, err
-	})
+	err = s.releaseTurn(r.Context(), thread, turn, claim)
 	if errors.Is(err, errTurnClosed) {
 		_, err = s.closedTurn(r, turn, claim, false)
 	}
@@ -377,7 +378,5 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request, _ Agent) 
 		s.fail(w, r, err)
 		return
 	}
-	s.metrics.turnsReleased.Add(1)
-	s.changed(c)
 	writeJSON(w, http.StatusOK, map[string]string{"turn": turn, "status": TurnQueued})
 }
