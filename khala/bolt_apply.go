@@ -273,16 +273,16 @@ func (b *Bolt) appendEvents(tx *bolt.Tx, n uint64, evs []workflow.Event, data []
 			seq = max(seq, binary.BigEndian.Uint64(k[13:]))
 		}
 	}
-	seqs, steps := make([]uint64, len(evs)), make([]int, len(evs))
+	pos := make([]eventPos, len(evs))
 	for i := range evs {
 		seq++
 		evs[i].Seq = seq
 		if err := threads.Put(stepKey(n, evs[i].Step, seq), data[i]); err != nil {
 			return err
 		}
-		seqs[i], steps[i] = seq, evs[i].Step
+		pos[i] = eventPos{seq: seq, step: evs[i].Step}
 	}
-	tx.OnCommit(func() { b.events.committed(n, seqs, steps) })
+	tx.OnCommit(func() { b.events.committed(n, pos) })
 	if len(b.seqs.m) >= maxCachedThreads {
 		clear(b.seqs.m)
 	}

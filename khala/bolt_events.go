@@ -28,42 +28,46 @@ type eventIndex struct {
 	threads map[uint64]*eventSteps
 }
 
+// eventPos is where an event is stored: beside its step.
+type eventPos struct {
+	seq  uint64
+	step int
+}
+
 type eventSteps struct {
-	seqs     []uint64 // ascending
-	steps    []int
-	complete bool // seqs holds every event of the thread
+	pos      []eventPos // by seq, ascending
+	complete bool       // pos holds every event of the thread
 }
 
 // committed records the positions of events a transaction stored, after
 // it committed (and before anyone is told of them). A thread nobody has
 // asked about has no entry and needs none: the scan that makes one sees
 // every event committed before it.
-func (x *eventIndex) committed(n uint64, seqs []uint64, steps []int) {
+func (x *eventIndex) committed(n uint64, pos []eventPos) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	t := x.threads[n]
 	if t == nil {
 		return
 	}
-	for i, seq := range seqs {
-		if len(t.seqs) > 0 && seq <= t.seqs[len(t.seqs)-1] {
-			continue
+	for _, p := range pos {
+		if len(t.pos) == 0 || p.seq > t.pos[len(t.pos)-1].seq {
+			t.pos = append(t.pos, p)
 		}
-		t.seqs, t.steps = append(t.seqs, seq), append(t.steps, steps[i])
 	}
 }
 
 // after returns the positions of the thread's events after seq, or false
 // when the index does not know them all.
-func (x *eventIndex) after(n, seq uint64) (seqs []uint64, steps []int, ok bool) {
+func (x *eventIndex) after(n, seq uint64) ([]eventPos, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	t := x.threads[n]
 	if t == nil || !t.complete {
-		return nil, nil, false
+		return nil, false
 	}
-	i, _ := slices.BinarySearch(t.seqs, seq+1)
-	return slices.Clone(t.seqs[i:]), slices.Clone(t.steps[i:]), true
+	i, _ := slices.BinarySearchFunc(t.pos, seq+1, func(p eventPos, s uint64) int { return cmp.Compare(p.seq, s) })
+	return slices.Clone(t.pos[i:]), true
 }
 
 // entry returns the thread's positions, made (empty) when absent. An
@@ -84,32 +88,19 @@ func (x *eventIndex) entry(n uint64) *eventSteps {
 }
 
 // scanned completes t, the thread's entry taken before the scan began,
-// with the scan's positions (the events committed when it began). An
-// entry the index dropped meanwhile is left alone.
-func (x *eventIndex) scanned(n uint64, t *eventSteps, seqs []uint64, steps []int) {
+// with the scan's positions (the events committed when it began): those
+// recorded since are newer or the same. An entry the index dropped
+// meanwhile is left alone.
+func (x *eventIndex) scanned(n uint64, t *eventSteps, pos []eventPos) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.threads[n] != t || t.complete {
 		return
 	}
-	// Positions recorded since are newer than the scan's or the same.
-	var mseqs []uint64
-	var msteps []int
-	i, j := 0, 0
-	for i < len(seqs) || j < len(t.seqs) {
-		switch {
-		case j == len(t.seqs) || i < len(seqs) && seqs[i] < t.seqs[j]:
-			mseqs, msteps = append(mseqs, seqs[i]), append(msteps, steps[i])
-			i++
-		case i == len(seqs) || t.seqs[j] < seqs[i]:
-			mseqs, msteps = append(mseqs, t.seqs[j]), append(msteps, t.steps[j])
-			j++
-		default:
-			mseqs, msteps = append(mseqs, seqs[i]), append(msteps, steps[i])
-			i, j = i+1, j+1
-		}
-	}
-	t.seqs, t.steps, t.complete = mseqs, msteps, true
+	all := append(pos, t.pos...)
+	slices.SortFunc(all, func(a, b eventPos) int { return cmp.Compare(a.seq, b.seq) })
+	t.pos = slices.CompactFunc(all, func(a, b eventPos) bool { return a.seq == b.seq })
+	t.complete = true
 }
 
 // Events implements Storage.
@@ -120,7 +111,7 @@ func (b *Bolt) Events(ctx context.Context, thread string, after uint64, limit in
 	}
 	// Positions are read before the transaction begins: every one of
 	// them was committed by then, so each is there to read.
-	seqs, steps, indexed := b.events.after(n, after)
+	pos, indexed := b.events.after(n, after)
 	var entry *eventSteps
 	if !indexed {
 		entry = b.events.entry(n)
@@ -129,11 +120,11 @@ func (b *Bolt) Events(ctx context.Context, thread string, after uint64, limit in
 	err := b.view(ctx, func(tx *bolt.Tx) error {
 		threads := tx.Bucket(bThreads)
 		if indexed {
-			for i, seq := range seqs {
+			for _, p := range pos {
 				if limit > 0 && len(out) == limit {
 					break
 				}
-				e, err := decodeEvent(threads.Get(stepKey(n, steps[i], seq)), seq)
+				e, err := decodeEvent(threads.Get(stepKey(n, p.step, p.seq)), p.seq)
 				if err != nil {
 					return err
 				}
@@ -141,8 +132,7 @@ func (b *Bolt) Events(ctx context.Context, thread string, after uint64, limit in
 			}
 			return nil
 		}
-		var all []uint64
-		var allSteps []int
+		var all []eventPos
 		prefix := append(k8(n), regionSteps)
 		c := threads.Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
@@ -150,7 +140,7 @@ func (b *Bolt) Events(ctx context.Context, thread string, after uint64, limit in
 			if seq == 0 {
 				continue // a turn
 			}
-			all, allSteps = append(all, seq), append(allSteps, int(binary.BigEndian.Uint32(k[9:13])))
+			all = append(all, eventPos{seq: seq, step: int(binary.BigEndian.Uint32(k[9:13]))})
 			if seq <= after {
 				continue // an event already seen
 			}
@@ -161,16 +151,7 @@ func (b *Bolt) Events(ctx context.Context, thread string, after uint64, limit in
 			out = append(out, e)
 		}
 		if threads.Get(threadKey(n)) != nil {
-			idx := make([]int, len(all))
-			for i := range idx {
-				idx[i] = i
-			}
-			slices.SortFunc(idx, func(i, j int) int { return cmp.Compare(all[i], all[j]) })
-			sseqs, ssteps := make([]uint64, len(all)), make([]int, len(all))
-			for i, k := range idx {
-				sseqs[i], ssteps[i] = all[k], allSteps[k]
-			}
-			b.events.scanned(n, entry, sseqs, ssteps)
+			b.events.scanned(n, entry, all)
 		}
 		return nil
 	})
