@@ -92,6 +92,17 @@ func OpenPostgres(ctx context.Context, o PostgresOptions) (*Postgres, error) {
 	// would cost more than running it, and the claim's plan (pg_queue.go)
 	// looks expensive enough to trigger it.
 	cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	// Every statement is prepared once per connection (pgx's statement
+	// cache) and its plan is wanted once too: planned per execution,
+	// a change's CTEs cost the database more than running them. Each
+	// statement reads by key or walks an index in its own order, so no
+	// plan here wants a sort or a bitmap; forbidding them matters for the
+	// claim (pg_queue.go): planned from a queue's lagging statistics, it
+	// would fetch and sort the whole queue instead of walking its index.
+	// Set at connect, these cost no statement per request.
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	cfg.ConnConfig.RuntimeParams["enable_sort"] = "off"
+	cfg.ConnConfig.RuntimeParams["enable_bitmapscan"] = "off"
 	p := &Postgres{cfg: cfg, log: o.Logger, display: DisplayDSN(o.DSN), secret: cfg.ConnConfig.Password,
 		hints: newHints(), msgs: msgCache{m: map[uint64][]workflow.Message{}}, agents: agentCache{m: map[Hash]cachedAgent{}}}
 	if p.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {

@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nerve-agents/nerve/workflow"
 )
 
 // turnCols are a turn's columns in the order scanTurn reads them.
@@ -31,71 +34,144 @@ func scanTurn(row pgx.Row) (Turn, error) {
 	return t, nil
 }
 
-// changeSQL writes a thread change in one statement: the thread (created
-// when $6), its turns (new ones inserted; changed ones only at the
-// revision read: k.rev = EXCLUDED.rev - 1), messages, events numbered
+// changeStatement is one statement that writes change c of thread n,
+// stored at version (0: a new thread), with its arguments: the thread
+// (inserted when new), its turns (new ones inserted; changed ones only at
+// the revision read: k.rev = EXCLUDED.rev - 1), messages, events numbered
 // after the thread's counter, and webhooks. Anything out of place (a turn
 // moved, a thread that already exists) calls khala_stale(), so nothing is
 // written. The row locks it may wait for are the counter's, which only a
 // claim (which never waits) holds: the order of its parts cannot deadlock.
-const changeSQL = `WITH th AS (
-	UPDATE khala_threads SET workflow = $2, status = $3, version = $4, record = $5, pending = $44
-	WHERE n = $1 AND NOT $6 RETURNING 1
-), thi AS (
-	INSERT INTO khala_threads (n, workflow, status, version, record, pending) SELECT $1, $2, $3, $4, $5, $44 WHERE $6
-	ON CONFLICT (n) DO NOTHING RETURNING 1
-), tu AS (
-	INSERT INTO khala_turns AS k (` + turnCols + `)
-	SELECT $1, u.* FROM unnest($7::int[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::int[],
-		$14::bigint[], $15::bigint[], $16::text[], $17::text[], $18::bigint[], $19::bigint[], $20::bigint[], $21::bigint[],
-		$22::bigint[], $23::text[], $24::text[]) AS u
+//
+// The statement has only the parts c needs: the database initialises
+// every node of a plan at each execution, cached plan or not, and most
+// changes (an answer: the thread, a turn or two, one message, a few
+// events) need half of them. There are at most 32 texts, each prepared
+// once per connection.
+func changeStatement(n uint64, c *ThreadChange, version uint64) (string, []any, error) {
+	rec, err := json.Marshal(c.Thread)
+	if err != nil {
+		return "", nil, err
+	}
+	pending := make([]int32, len(c.Thread.Pending))
+	for i, t := range c.Thread.Pending {
+		pending[i] = int32(t.Step)
+	}
+	var a sqlArgs
+	thread := a.add(int64(n))
+	wf, status, ver, record, pend := a.add(c.Thread.Workflow), a.add(c.Thread.Status), a.add(int64(version+1)), a.add(rec), a.add(pending)
+	var ctes, checks []string
+	create := version == 0
+	if create {
+		ctes = append(ctes, `th AS (INSERT INTO khala_threads (n, workflow, status, version, record, pending)
+	VALUES (`+thread+`, `+wf+`, `+status+`, `+ver+`, `+record+`, `+pend+`::int[]) ON CONFLICT (n) DO NOTHING RETURNING 1)`)
+	} else {
+		ctes = append(ctes, `th AS (UPDATE khala_threads SET workflow = `+wf+`, status = `+status+`, version = `+ver+`,
+	record = `+record+`, pending = `+pend+`::int[] WHERE n = `+thread+` RETURNING 1)`)
+	}
+	checks = append(checks, "(SELECT count(*) FROM th) = 1")
+	if len(c.Turns) > 0 {
+		steps := a.add(turnColumns(c.Turns))
+		ctes = append(ctes, `tu AS (INSERT INTO khala_turns AS k (`+turnCols+`)
+	SELECT `+thread+`, u.* FROM unnest(`+steps+`::int[], `+a.addAll(turnArrays(c.Turns), "::text[]", "::text[]", "::text[]",
+			"::bigint[]", "::int[]", "::int[]", "::bigint[]", "::bigint[]", "::text[]", "::text[]", "::bigint[]", "::bigint[]",
+			"::bigint[]", "::bigint[]", "::bigint[]", "::text[]", "::text[]")+`) AS u
 	ON CONFLICT (thread, step) DO UPDATE SET workflow = EXCLUDED.workflow, role = EXCLUDED.role, state = EXCLUDED.state,
 		rev = EXCLUDED.rev, attempt = EXCLUDED.attempt, max_attempts = EXCLUDED.max_attempts, lease = EXCLUDED.lease,
 		idle = EXCLUDED.idle, claim = EXCLUDED.claim, agent = EXCLUDED.agent, first_queued = EXCLUDED.first_queued,
 		queued_at = EXCLUDED.queued_at, claimed_at = EXCLUDED.claimed_at, lease_expires = EXCLUDED.lease_expires,
 		idle_at = EXCLUDED.idle_at, instruction = EXCLUDED.instruction, prompt = EXCLUDED.prompt
 	WHERE k.rev = EXCLUDED.rev - 1
-	RETURNING 1
-), ms AS (
-	INSERT INTO khala_messages (thread, step, record) SELECT $1, s, r FROM unnest($25::int[], $26::bytea[]) AS u(s, r)
-), seqs AS (
-	UPDATE khala_event_seqs SET last_seq = last_seq + cardinality($27::bigint[])
-	WHERE thread = $1 AND NOT $6 AND cardinality($27::bigint[]) > 0
-	RETURNING last_seq - cardinality($27::bigint[]) AS base
-), seqi AS (
-	INSERT INTO khala_event_seqs (thread, last_seq) SELECT $1, cardinality($27::bigint[]) WHERE $6 RETURNING 0::bigint AS base
-), ev AS (
-	INSERT INTO khala_events (thread, seq, at, type, step, role, agent, adapter, message, status, turn, claim, attempt)
-	SELECT $1, b.base + u.ord, u.at, u.type, u.step, u.role, u.agent, u.adapter, u.message, u.status, u.turn, u.claim, u.attempt
-	FROM (SELECT base FROM seqs UNION ALL SELECT base FROM seqi) b,
-		unnest($27::bigint[], $28::text[], $29::int[], $30::text[], $31::text[], $32::text[], $33::text[], $34::text[],
-			$35::text[], $36::text[], $37::int[]) WITH ORDINALITY AS u(at, type, step, role, agent, adapter, message, status, turn, claim, attempt, ord)
-	RETURNING seq
-), wh AS (
-	INSERT INTO khala_webhooks (url, payload, attempts, next_at, last_error, created)
-	SELECT * FROM unnest($38::text[], $39::bytea[], $40::int[], $41::bigint[], $42::text[], $43::bigint[]) RETURNING id
-)
-SELECT CASE WHEN (SELECT count(*) FROM th) + (SELECT count(*) FROM thi) = 1
-		AND (SELECT count(*) FROM tu) = cardinality($7::int[]) THEN 1 ELSE khala_stale() END,
-	ARRAY(SELECT seq FROM ev ORDER BY seq), ARRAY(SELECT id FROM wh ORDER BY id)`
-
-// changeArgs are changeSQL's arguments for c to thread n, stored at
-// version (0: a new thread).
-func changeArgs(n uint64, c *ThreadChange, version uint64) ([]any, error) {
-	rec, err := json.Marshal(c.Thread)
-	if err != nil {
-		return nil, err
+	RETURNING 1)`)
+		checks = append(checks, "(SELECT count(*) FROM tu) = cardinality("+steps+"::int[])")
 	}
-	args := []any{int64(n), c.Thread.Workflow, c.Thread.Status, int64(version + 1), rec, version == 0}
-	k := len(c.Turns)
-	tSteps, tAttempt, tMax := make([]int32, k), make([]int32, k), make([]int32, k)
+	if len(c.Messages) > 0 {
+		steps, recs := make([]int32, len(c.Messages)), make([][]byte, len(c.Messages))
+		for i, m := range c.Messages {
+			if recs[i], err = json.Marshal(m); err != nil {
+				return "", nil, err
+			}
+			steps[i] = int32(m.Step)
+		}
+		ctes = append(ctes, `ms AS (INSERT INTO khala_messages (thread, step, record)
+	SELECT `+thread+`, s, r FROM unnest(`+a.add(steps)+`::int[], `+a.add(recs)+`::bytea[]) AS u(s, r))`)
+	}
+	seqs := "'{}'::bigint[]"
+	if create || len(c.Events) > 0 {
+		at := a.add(eventTimes(c.Events))
+		if create {
+			// A new thread's event counter starts with it.
+			ctes = append(ctes, `seq AS (INSERT INTO khala_event_seqs (thread, last_seq)
+	VALUES (`+thread+`, cardinality(`+at+`::bigint[])) RETURNING 0::bigint AS base)`)
+		} else {
+			ctes = append(ctes, `seq AS (UPDATE khala_event_seqs SET last_seq = last_seq + cardinality(`+at+`::bigint[])
+	WHERE thread = `+thread+` RETURNING last_seq - cardinality(`+at+`::bigint[]) AS base)`)
+		}
+		if len(c.Events) > 0 {
+			ctes = append(ctes, `ev AS (INSERT INTO khala_events (thread, seq, at, type, step, role, agent, adapter, message, status, turn, claim, attempt)
+	SELECT `+thread+`, b.base + u.ord, u.at, u.type, u.step, u.role, u.agent, u.adapter, u.message, u.status, u.turn, u.claim, u.attempt
+	FROM seq b, unnest(`+at+`::bigint[], `+a.addAll(eventArrays(c.Events), "::text[]", "::int[]", "::text[]", "::text[]",
+				"::text[]", "::text[]", "::text[]", "::text[]", "::text[]", "::int[]")+`)
+		WITH ORDINALITY AS u(at, type, step, role, agent, adapter, message, status, turn, claim, attempt, ord)
+	RETURNING seq)`)
+			seqs = "ARRAY(SELECT seq FROM ev ORDER BY seq)"
+		}
+	}
+	ids := "'{}'::bigint[]"
+	if len(c.Webhooks) > 0 {
+		cols, err := webhookArrays(c.Webhooks)
+		if err != nil {
+			return "", nil, err
+		}
+		ctes = append(ctes, `wh AS (INSERT INTO khala_webhooks (url, payload, attempts, next_at, last_error, created)
+	SELECT * FROM unnest(`+a.addAll(cols, "::text[]", "::bytea[]", "::int[]", "::bigint[]", "::text[]", "::bigint[]")+`) RETURNING id)`)
+		ids = "ARRAY(SELECT id FROM wh ORDER BY id)"
+	}
+	sql := "WITH " + strings.Join(ctes, ",\n") + "\nSELECT CASE WHEN " + strings.Join(checks, " AND ") +
+		" THEN 1 ELSE khala_stale() END, " + seqs + ", " + ids
+	return sql, a, nil
+}
+
+// sqlArgs numbers a statement's arguments as they are added.
+type sqlArgs []any
+
+// add appends v and returns its placeholder.
+func (a *sqlArgs) add(v any) string {
+	*a = append(*a, v)
+	return "$" + strconv.Itoa(len(*a))
+}
+
+// addAll adds vs, each with its cast, and returns their placeholders
+// separated by commas.
+func (a *sqlArgs) addAll(vs []any, casts ...string) string {
+	ph := make([]string, len(vs))
+	for i, v := range vs {
+		ph[i] = a.add(v) + casts[i]
+	}
+	return strings.Join(ph, ", ")
+}
+
+// turnColumns is the step of each turn.
+func turnColumns(ts []Turn) []int32 {
+	steps := make([]int32, len(ts))
+	for i := range ts {
+		steps[i] = int32(ts[i].Step)
+	}
+	return steps
+}
+
+// turnArrays are the turns' columns after step, in turnCols order, each
+// written at the revision after the one read.
+func turnArrays(ts []Turn) []any {
+	k := len(ts)
+	tAttempt, tMax := make([]int32, k), make([]int32, k)
 	tWf, tRole, tState, tClaim, tAgent, tInstr, tPrompt := make([]string, k), make([]string, k), make([]string, k),
 		make([]string, k), make([]string, k), make([]string, k), make([]string, k)
 	tRev, tLease, tIdle, tFQ, tQA, tCA, tLE, tIA := make([]int64, k), make([]int64, k), make([]int64, k), make([]int64, k),
 		make([]int64, k), make([]int64, k), make([]int64, k), make([]int64, k)
-	for i := range c.Turns {
-		t := &c.Turns[i]
-		tSteps[i], tWf[i], tRole[i], tState[i], tRev[i] = int32(t.Step), t.Workflow, t.Role, t.State, int64(t.Rev+1)
+	for i := range ts {
+		t := &ts[i]
+		tWf[i], tRole[i], tState[i], tRev[i] = t.Workflow, t.Role, t.State, int64(t.Rev+1)
 		tAttempt[i], tMax[i], tLease[i], tIdle[i] = int32(t.Attempt), int32(t.MaxAttempts), int64(t.Lease), int64(t.Idle)
 		tClaim[i], tAgent[i], tFQ[i], tQA[i], tCA[i] = t.Claim, t.Agent, nanos(t.FirstQueued), nanos(t.QueuedAt), nanos(t.ClaimedAt)
 		tLE[i], tIA[i], tInstr[i], tPrompt[i] = nanos(t.LeaseExpires), nanos(t.IdleAt), t.Instruction, t.Prompt
@@ -103,42 +179,46 @@ func changeArgs(n uint64, c *ThreadChange, version uint64) ([]any, error) {
 			tPrompt[i] = "" // a closed turn is served to no one again
 		}
 	}
-	args = append(args, tSteps, tWf, tRole, tState, tRev, tAttempt, tMax, tLease, tIdle, tClaim, tAgent, tFQ, tQA, tCA, tLE, tIA, tInstr, tPrompt)
-	mSteps, mRecs := make([]int32, len(c.Messages)), make([][]byte, len(c.Messages))
-	for i, m := range c.Messages {
-		if mRecs[i], err = json.Marshal(m); err != nil {
-			return nil, err
-		}
-		mSteps[i] = int32(m.Step)
+	return []any{tWf, tRole, tState, tRev, tAttempt, tMax, tLease, tIdle, tClaim, tAgent, tFQ, tQA, tCA, tLE, tIA, tInstr, tPrompt}
+}
+
+func eventTimes(es []workflow.Event) []int64 {
+	at := make([]int64, len(es))
+	for i, e := range es {
+		at[i] = nanos(e.At)
 	}
-	args = append(args, mSteps, mRecs)
-	k = len(c.Events)
-	at, step, attempt := make([]int64, k), make([]int32, k), make([]int32, k)
+	return at
+}
+
+// eventArrays are the events' columns after their time.
+func eventArrays(es []workflow.Event) []any {
+	k := len(es)
+	step, attempt := make([]int32, k), make([]int32, k)
 	typ, role, agent, adapter, msg, status, turn, claim := make([]string, k), make([]string, k), make([]string, k),
 		make([]string, k), make([]string, k), make([]string, k), make([]string, k), make([]string, k)
-	for i, e := range c.Events {
-		at[i], step[i], attempt[i] = nanos(e.At), int32(e.Step), int32(e.Attempt)
+	for i, e := range es {
+		step[i], attempt[i] = int32(e.Step), int32(e.Attempt)
 		typ[i], role[i], agent[i], adapter[i], msg[i] = e.Type, e.Role, e.Agent, e.Adapter, e.Message
 		status[i], turn[i], claim[i] = e.Status, e.Turn, e.Claim
 	}
-	args = append(args, at, typ, step, role, agent, adapter, msg, status, turn, claim, attempt)
-	k = len(c.Webhooks)
+	return []any{typ, step, role, agent, adapter, msg, status, turn, claim, attempt}
+}
+
+func webhookArrays(hs []Webhook) ([]any, error) {
+	k := len(hs)
 	urls, payloads, attempts := make([]string, k), make([][]byte, k), make([]int32, k)
 	next, lastErr, created := make([]int64, k), make([]string, k), make([]int64, k)
-	for i, h := range c.Webhooks {
+	for i, h := range hs {
+		var err error
 		if payloads[i], err = json.Marshal(h.Payload); err != nil {
 			return nil, err
 		}
 		urls[i], attempts[i], next[i], lastErr[i], created[i] = h.URL, int32(h.Attempts), nanos(h.NextAt), h.LastErr, nanos(h.Created)
 	}
-	pending := make([]int32, len(c.Thread.Pending))
-	for i, t := range c.Thread.Pending {
-		pending[i] = int32(t.Step)
-	}
-	return append(args, urls, payloads, attempts, next, lastErr, created, pending), nil
+	return []any{urls, payloads, attempts, next, lastErr, created}, nil
 }
 
-// scanChange reads changeSQL's answer into c: event seqs, webhook ids.
+// scanChange reads changeStatement's answer into c: event seqs, webhook ids.
 func scanChange(row pgx.Row, c *ThreadChange) error {
 	var (
 		ok        int

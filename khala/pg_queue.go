@@ -68,42 +68,19 @@ func (p *Postgres) Claim(ctx context.Context, q ClaimQuery) ([]Turn, error) {
 	if roles == nil {
 		roles = []string{}
 	}
-	// The queue's statistics lag behind a burst of new threads (autovacuum
-	// analyzes a minute later at best); planned from them, the claim may
-	// fetch and sort the whole queue. Without sorts and bitmap scans the
-	// only plan left is the one wanted at any size: walk the queue index
-	// in order and stop at the first turns that can be locked.
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue("SET LOCAL enable_sort = off")
-	b.Queue("SET LOCAL enable_bitmapscan = off")
-	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan") // one plan per connection, not one per claim
-	b.Queue(claimSQL, q.Max, wfs, roles, claims, q.Agent, nanos(q.Now))
-	b.Queue("COMMIT")
-	br := p.pool.SendBatch(ctx, b)
-	var err error
-	for range 4 {
-		if _, err = br.Exec(); err != nil {
-			break
-		}
-	}
+	// One statement, its own transaction. Its plan is made once per
+	// connection without sorts or bitmap scans (see OpenPostgres): the
+	// queue's statistics lag behind a burst of new threads, and the only
+	// plan wanted at any size walks the queue index in order and stops at
+	// the first turns that can be locked.
 	siblings := false
-	var out []Turn
-	if err == nil {
-		rows, _ := br.Query()
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Turn, error) {
-			var left int64
-			t, err := scanTurn(rowWithExtra{r, &left})
-			siblings = siblings || left > 0
-			return t, err
-		})
-	}
-	if err == nil {
-		_, err = br.Exec()
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	rows, _ := p.pool.Query(ctx, claimSQL, q.Max, wfs, roles, claims, q.Agent, nanos(q.Now))
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Turn, error) {
+		var left int64
+		t, err := scanTurn(rowWithExtra{r, &left})
+		siblings = siblings || left > 0
+		return t, err
+	})
 	if err != nil {
 		return nil, p.fail("claim", err)
 	}

@@ -44,12 +44,12 @@ func (p *Postgres) CreateThread(ctx context.Context, c *ThreadChange) error {
 	if !ok {
 		return fmt.Errorf("create thread: bad id %q", c.Thread.ID)
 	}
-	args, err := changeArgs(n, c, 0)
+	sql, args, err := changeStatement(n, c, 0)
 	if err != nil {
 		return err
 	}
 	// One statement: its own transaction.
-	err = scanChange(p.pool.QueryRow(ctx, changeSQL, args...), c)
+	err = scanChange(p.pool.QueryRow(ctx, sql, args...), c)
 	if isStale(err) {
 		return fmt.Errorf("create thread: %s already exists", c.Thread.ID)
 	}
@@ -120,13 +120,13 @@ func (p *Postgres) updateOnce(ctx context.Context, n uint64, fn func(*ThreadView
 		rollback(conn)
 		return v, nil, err
 	}
-	args, err := changeArgs(n, c, v.Thread.Version)
+	sql, args, err := changeStatement(n, c, v.Thread.Version)
 	if err != nil {
 		rollback(conn)
 		return v, nil, err
 	}
 	wb := &pgx.Batch{}
-	wb.Queue(changeSQL, args...)
+	wb.Queue(sql, args...)
 	wb.Queue("COMMIT")
 	br = conn.SendBatch(ctx, wb)
 	err = scanChange(br.QueryRow(), c)
