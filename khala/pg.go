@@ -42,6 +42,7 @@ type Postgres struct {
 	notify *pgNotifier
 	msgs   msgCache
 	agents agentCache
+	views  claimViews
 
 	stop   context.CancelFunc
 	wg     sync.WaitGroup

@@ -67,7 +67,7 @@ func changeStatement(n uint64, c *ThreadChange, version uint64) (string, []any, 
 	VALUES (`+thread+`, `+wf+`, `+status+`, `+ver+`, `+record+`, `+pend+`::int[]) ON CONFLICT (n) DO NOTHING RETURNING 1)`)
 	} else {
 		ctes = append(ctes, `th AS (UPDATE khala_threads SET workflow = `+wf+`, status = `+status+`, version = `+ver+`,
-	record = `+record+`, pending = `+pend+`::int[] WHERE n = `+thread+` RETURNING 1)`)
+	record = `+record+`, pending = `+pend+`::int[] WHERE n = `+thread+` AND version = `+ver+` - 1 RETURNING 1)`)
 	}
 	checks = append(checks, "(SELECT count(*) FROM th) = 1")
 	if len(c.Turns) > 0 {
@@ -93,8 +93,11 @@ func changeStatement(n uint64, c *ThreadChange, version uint64) (string, []any, 
 			}
 			steps[i] = int32(m.Step)
 		}
+		ms := a.add(steps)
 		ctes = append(ctes, `ms AS (INSERT INTO khala_messages (thread, step, record)
-	SELECT `+thread+`, s, r FROM unnest(`+a.add(steps)+`::int[], `+a.add(recs)+`::bytea[]) AS u(s, r))`)
+	SELECT `+thread+`, s, r FROM unnest(`+ms+`::int[], `+a.add(recs)+`::bytea[]) AS u(s, r)
+	ON CONFLICT (thread, step) DO NOTHING RETURNING 1)`)
+		checks = append(checks, "(SELECT count(*) FROM ms) = cardinality("+ms+"::int[])")
 	}
 	seqs := "'{}'::bigint[]"
 	if create || len(c.Events) > 0 {

@@ -51,9 +51,13 @@ const claimSQL = `WITH picked AS (
 )
 SELECT ` + turnCols + `,
 	(SELECT count(*) FROM khala_turns q WHERE q.thread = c.thread AND q.state = 'queued'
-		AND q.step = ANY (SELECT unnest(pending) FROM khala_threads WHERE n = c.thread))
-		- (SELECT k FROM counts WHERE counts.thread = c.thread)
-FROM claimed c ORDER BY first_queued, thread, step`
+		AND q.step = ANY (th.th_pending)) - (SELECT k FROM counts WHERE counts.thread = c.thread),
+	COALESCE(th.th_version, 0), COALESCE(th.th_pending, '{}'), th.th_record,
+	ARRAY(SELECT m.step FROM khala_messages m WHERE m.thread = c.thread ORDER BY m.step),
+	(SELECT m.record FROM khala_messages m WHERE m.thread = c.thread ORDER BY m.step DESC LIMIT 1)
+FROM claimed c LEFT JOIN LATERAL (SELECT version AS th_version, pending AS th_pending, record AS th_record
+	FROM khala_threads WHERE n = c.thread) th ON true
+ORDER BY first_queued, thread, step`
 
 // Claim implements Storage.
 func (p *Postgres) Claim(ctx context.Context, q ClaimQuery) ([]Turn, error) {
@@ -74,13 +78,22 @@ func (p *Postgres) Claim(ctx context.Context, q ClaimQuery) ([]Turn, error) {
 	// plan wanted at any size walks the queue index in order and stops at
 	// the first turns that can be locked.
 	siblings := false
+	var views []claimView
 	rows, _ := p.pool.Query(ctx, claimSQL, q.Max, wfs, roles, claims, q.Agent, nanos(q.Now))
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Turn, error) {
-		var left int64
-		t, err := scanTurn(rowWithExtra{r, &left})
+		var (
+			left int64
+			cv   claimView
+		)
+		t, err := scanTurn(rowWithExtra{r, []any{&left, &cv.version, &cv.pending, &cv.record, &cv.steps, &cv.last}})
 		siblings = siblings || left > 0
+		cv.turns = []Turn{t}
+		views = append(views, cv)
 		return t, err
 	})
+	if err == nil {
+		p.views.claimed(views)
+	}
 	if err != nil {
 		return nil, p.fail("claim", err)
 	}
@@ -97,13 +110,13 @@ func (p *Postgres) Claim(ctx context.Context, q ClaimQuery) ([]Turn, error) {
 	return out, p.fail("", nil)
 }
 
-// rowWithExtra scans a turn followed by one more column.
+// rowWithExtra scans a turn followed by more columns.
 type rowWithExtra struct {
 	pgx.Row
-	extra any
+	extra []any
 }
 
-func (r rowWithExtra) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra)...) }
+func (r rowWithExtra) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra...)...) }
 
 // Heartbeat implements Storage.
 func (p *Postgres) Heartbeat(ctx context.Context, turn, claim string, now time.Time) (Turn, error) {
@@ -114,6 +127,9 @@ func (p *Postgres) Heartbeat(ctx context.Context, turn, claim string, now time.T
 	t, err := scanTurn(p.pool.QueryRow(ctx, `UPDATE khala_turns SET lease_expires = $4 + lease, rev = rev + 1
 		WHERE thread = $1 AND step = $2 AND claim = $3 AND state = 'claimed' AND lease_expires >= $4
 		RETURNING `+turnCols, int64(n), step, claim, nanos(now)))
+	if err == nil {
+		p.views.heartbeat(n, t)
+	}
 	if err == nil || !errors.Is(err, pgx.ErrNoRows) {
 		return t, p.fail("heartbeat", err)
 	}

@@ -72,6 +72,9 @@ func (p *Postgres) UpdateThread(ctx context.Context, id string, fn func(*ThreadV
 	if !ok {
 		return ErrNotFound
 	}
+	if done, err := p.updateFast(ctx, n, fn); done {
+		return err
+	}
 	for range 20 {
 		v, c, err := p.updateOnce(ctx, n, fn)
 		if errors.Is(err, errStale) {

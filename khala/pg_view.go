@@ -56,9 +56,7 @@ func (p *Postgres) Thread(ctx context.Context, id string) (*ThreadView, error) {
 // those up to the last one cached come back without a body; open turns are
 // found through the thread's pending steps, not by scanning its history.
 func (p *Postgres) queueView(b *pgx.Batch, n uint64, lock string) []workflow.Message {
-	p.msgs.mu.Lock()
-	cached := p.msgs.m[n]
-	p.msgs.mu.Unlock()
+	cached := p.cachedMessages(n)
 	last := int32(0)
 	if len(cached) > 0 {
 		last = int32(cached[len(cached)-1].Step)
@@ -97,22 +95,9 @@ func (p *Postgres) readView(br pgx.BatchResults, n uint64, cached []workflow.Mes
 		if err := rows.Scan(&step, &body); err != nil {
 			return nil, err
 		}
-		for i < len(cached) && cached[i].Step < int(step) {
-			i++
+		if err := v.addMessage(n, step, body, cached, &i); err != nil {
+			return nil, err
 		}
-		var m workflow.Message
-		switch {
-		case body != nil:
-			if err := json.Unmarshal(body, &m); err != nil {
-				return nil, fmt.Errorf("message %s: %w", TurnID(threadID(n), int(step)), err)
-			}
-		case i < len(cached) && cached[i].Step == int(step):
-			m = cached[i]
-		default:
-			m.Step = int(step)
-			v.missing = append(v.missing, step)
-		}
-		v.Messages = append(v.Messages, m)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -121,6 +106,36 @@ func (p *Postgres) readView(br pgx.BatchResults, n uint64, cached []workflow.Mes
 	turns, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Turn, error) { return scanTurn(r) })
 	v.Turns = turns
 	return v, err
+}
+
+// addMessage appends thread n's message step to the view: body when the
+// read brought one, else the cached copy (cached[*i:] is searched, in step
+// order), else a placeholder that fillMessages fills.
+func (v *pgView) addMessage(n uint64, step int32, body []byte, cached []workflow.Message, i *int) error {
+	for *i < len(cached) && cached[*i].Step < int(step) {
+		*i++
+	}
+	var m workflow.Message
+	switch {
+	case body != nil:
+		if err := json.Unmarshal(body, &m); err != nil {
+			return fmt.Errorf("message %s: %w", TurnID(threadID(n), int(step)), err)
+		}
+	case *i < len(cached) && cached[*i].Step == int(step):
+		m = cached[*i]
+	default:
+		m.Step = int(step)
+		v.missing = append(v.missing, step)
+	}
+	v.Messages = append(v.Messages, m)
+	return nil
+}
+
+// cachedMessages are the messages of thread n this replica has read.
+func (p *Postgres) cachedMessages(n uint64) []workflow.Message {
+	p.msgs.mu.Lock()
+	defer p.msgs.mu.Unlock()
+	return p.msgs.m[n]
 }
 
 // pgView is a view being read: the messages whose bodies are still to be

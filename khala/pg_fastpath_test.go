@@ -1,0 +1,124 @@
+package khala
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// The answer's fast path on PostgreSQL: an answer through the replica that
+// handed out its turn is written from the claim's view, and a view that
+// moved in between (a heartbeat, a cancel, an answer through another
+// replica) is found stale and the answer is made from a locked read, with
+// the same outcome as without the view.
+func TestPostgresFastPath(t *testing.T) {
+	rs := pgReplicas(t, 2)
+	pgs := []*Postgres{rs[0].store.(*Postgres), rs[1].store.(*Postgres)}
+	counts := func() string {
+		return fmt.Sprintf("fast %d/%d, stale %d/%d", pgs[0].views.fast.Load(), pgs[1].views.fast.Load(),
+			pgs[0].views.stale.Load(), pgs[1].views.stale.Load())
+	}
+	a := rs[0].agent("a")
+	a.putWorkflow(pairWF)
+	id := a.start("pair", map[string]any{"turns": 6}, "")
+
+	// Turns 1 and 2: claimed and answered through replica 0.
+	for i := 1; i <= 2; i++ {
+		if s, d := a.respond(a.claimOne(), fmt.Sprint("answer ", i), nil); s != 200 {
+			t.Fatalf("answer %d: %d %s", i, s, d)
+		}
+	}
+	if got := counts(); got != "fast 2/0, stale 0/0" {
+		t.Fatalf("two answers through the claiming replica: %s", got)
+	}
+
+	// Turn 3: a heartbeat through replica 1 moves the turn after the claim.
+	tk := a.claimOne()
+	a.via(rs[1]).must("POST", "/v1/turns/"+tk.Turn+"/heartbeat", map[string]string{"claim": tk.Claim}, 200, nil)
+	if s, d := a.respond(tk, "answer 3", nil); s != 200 {
+		t.Fatalf("answer 3: %d %s", s, d)
+	}
+	if got := counts(); got != "fast 2/0, stale 1/0" {
+		t.Fatalf("after a heartbeat elsewhere: %s", got)
+	}
+
+	// Turn 4: claimed through replica 0, answered through replica 1 (no
+	// view there), then resent through replica 0, whose view is stale:
+	// acknowledged again, recorded once.
+	tk = a.claimOne()
+	if s, d := a.via(rs[1]).respond(tk, "answer 4", nil); s != 200 {
+		t.Fatalf("answer 4: %d %s", s, d)
+	}
+	if s, d := a.respond(tk, "answer 4", nil); s != 200 {
+		t.Fatalf("answer 4 resent: %d %s", s, d)
+	}
+	if got := counts(); got != "fast 2/0, stale 2/0" {
+		t.Fatalf("after an answer elsewhere: %s", got)
+	}
+
+	// Turn 5: the thread is cancelled through replica 1 after the claim.
+	tk = a.claimOne()
+	a.via(rs[1]).must("POST", "/v1/threads/"+id+"/cancel", nil, 200, nil)
+	if s, d := a.respond(tk, "too late", nil); s != 409 || errCode(d) != codeClaimLost {
+		t.Fatalf("answer after cancel: %d %s", s, d)
+	}
+	var msgs []workflow.Message
+	a.via(rs[1]).must("GET", "/v1/threads/"+id+"/messages", nil, 200, &msgs)
+	var contents []string
+	for _, m := range msgs {
+		contents = append(contents, m.Content)
+	}
+	if fmt.Sprint(contents) != "[answer 1 answer 2 answer 3 answer 4]" {
+		t.Fatalf("messages: %q", contents)
+	}
+	if th := a.thread(id); th.Status != workflow.StatusCancelled {
+		t.Fatalf("thread %s, want cancelled", th.Status)
+	}
+	// The refused answer found its view stale (the cancel moved the
+	// thread) rather than writing anything.
+	if got := counts(); got != "fast 2/0, stale 3/0" {
+		t.Fatalf("after a cancel elsewhere: %s", got)
+	}
+}
+
+// A claim of a thread with other open turns (parallel ones) keeps no view:
+// their state is not in it.
+func TestPostgresFastPathParallel(t *testing.T) {
+	ts := backend{"postgres", openPostgresBackend}.server(t)
+	pg := ts.store.(*Postgres)
+	a, b := ts.agent("a"), ts.agent("b")
+	a.putWorkflow(panelWF)
+	id := a.start("panel", nil, "")
+	ta, tb := a.claimOne(), b.claimOne()
+	for _, tk := range []claimJSON{ta, tb} {
+		if s, d := a.respond(tk, "seen", nil); s != 200 {
+			t.Fatalf("answer %s: %d %s", tk.Turn, s, d)
+		}
+	}
+	if f, s := pg.views.fast.Load(), pg.views.stale.Load(); f != 0 || s != 0 {
+		t.Fatalf("parallel turns: fast %d, stale %d; want neither", f, s)
+	}
+	if th := a.thread(id); th.Status != workflow.StatusCompleted {
+		t.Fatalf("thread %s, want completed", th.Status)
+	}
+	// Both turns claimed at once by one agent: the claim holds every open
+	// turn, so the view is kept; the first answer uses it up, the second
+	// is made from a locked read.
+	id = a.start("panel", nil, "")
+	both := a.claim(map[string]any{"max": 2})
+	if len(both) != 2 {
+		t.Fatalf("claimed %d turns, want 2", len(both))
+	}
+	for _, tk := range both {
+		if s, d := a.respond(tk, "seen", nil); s != 200 {
+			t.Fatalf("answer %s: %d %s", tk.Turn, s, d)
+		}
+	}
+	if f, s := pg.views.fast.Load(), pg.views.stale.Load(); f != 1 || s != 0 {
+		t.Fatalf("two turns in one claim: fast %d, stale %d; want 1, 0", f, s)
+	}
+	if th := a.thread(id); th.Status != workflow.StatusCompleted {
+		t.Fatalf("thread %s, want completed", th.Status)
+	}
+}
