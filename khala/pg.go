@@ -24,13 +24,16 @@ import (
 // PostgreSQL database. Every replica may serve every request: what one
 // replica commits, the others read; the only per-replica state is wake-up
 // hints (carried between replicas by LISTEN/NOTIFY, see pg_notify.go) and
-// caches of immutable records (messages, agents).
+// caches: of immutable records (messages, agents), and of the view a claim
+// read of its thread, which the thread's next change may use once, checked
+// by the database as it is written (pg_fastpath.go).
 //
 // Concurrency rests on row locks, taken in one order so that no two
 // transactions wait for each other in a cycle: a thread row (UpdateThread,
-// FOR NO KEY UPDATE), then its open turns, then its event counter. Claim
-// locks a turn and its thread's counter together with SKIP LOCKED and so
-// never waits at all; Heartbeat locks one turn. See pg_queue.go.
+// FOR NO KEY UPDATE, or the first write of a change made from a claim's
+// view), then its open turns, then its event counter. Claim locks a turn
+// and its thread's counter together with SKIP LOCKED and so never waits at
+// all; Heartbeat locks one turn. See pg_queue.go.
 type Postgres struct {
 	pool    *pgxpool.Pool
 	cfg     *pgxpool.Config

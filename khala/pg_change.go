@@ -36,11 +36,13 @@ func scanTurn(row pgx.Row) (Turn, error) {
 
 // changeStatement is one statement that writes change c of thread n,
 // stored at version (0: a new thread), with its arguments: the thread
-// (inserted when new), its turns (new ones inserted; changed ones only at
-// the revision read: k.rev = EXCLUDED.rev - 1), messages, events numbered
-// after the thread's counter, and webhooks. Anything out of place (a turn
-// moved, a thread that already exists) calls khala_stale(), so nothing is
-// written. The row locks it may wait for are the counter's, which only a
+// (inserted when new; updated only at the version read), its turns (new
+// ones inserted; changed ones only at the revision read: k.rev =
+// EXCLUDED.rev - 1), messages (new steps only), events numbered after the
+// thread's counter, and webhooks. Anything out of place (the thread or a
+// turn moved, a thread that already exists, a message already there)
+// calls khala_stale(), so nothing is written. The thread is checked first:
+// a stale change stops there, before it takes any other lock. The row locks it may wait for are the counter's, which only a
 // claim (which never waits) holds: the order of its parts cannot deadlock.
 //
 // The statement has only the parts c needs: the database initialises

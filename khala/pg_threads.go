@@ -60,8 +60,10 @@ func (p *Postgres) CreateThread(ctx context.Context, c *ThreadChange) error {
 	return nil
 }
 
-// UpdateThread implements Storage. The thread's row lock serialises its
-// changes across replicas, so its moderator never runs twice at once. Its
+// UpdateThread implements Storage. A change is made from the view its
+// turn's claim read, when this replica has one (updateFast), and is
+// otherwise, or when that view is found stale, made from a locked read.
+// The thread's row lock serialises its changes across replicas. Its
 // open turns are locked too: a heartbeat waits for the change (and then
 // finds the turn as the change left it), a claim skips them, so a change
 // is not invalidated by a heartbeat storm. Turns still carry their

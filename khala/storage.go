@@ -20,7 +20,9 @@ import (
 //   - UpdateThread serialises one thread's changes: fn runs on a current
 //     view, and its change is committed only if nothing it read has moved
 //     (bbolt: a per-thread lock plus version checks; PostgreSQL: SELECT
-//     ... FOR UPDATE on the thread row). fn may run more than once.
+//     ... FOR UPDATE on the thread row, or a write checked against the
+//     thread's version and its turns' revisions). fn may run more than
+//     once, and only the run whose change is committed counts.
 //   - Changed is the only state allowed to live in one process's memory:
 //     wake-up hints that may be lost or spurious. Callers re-check on a
 //     timer, so a lost hint costs latency, never a turn.
