@@ -41,8 +41,7 @@ func scanTurn(row pgx.Row) (Turn, error) {
 // EXCLUDED.rev - 1), messages (new steps only), events numbered after the
 // thread's counter, and webhooks. Anything out of place (the thread or a
 // turn moved, a thread that already exists, a message already there)
-// calls khala_stale(), so nothing is written. The thread is checked first:
-// a stale change stops there, before it takes any other lock. The row locks it may wait for are the counter's, which only a
+// calls khala_stale(), so nothing is written. The row locks it may wait for are the counter's, which only a
 // claim (which never waits) holds: the order of its parts cannot deadlock.
 //
 // The statement has only the parts c needs: the database initialises
