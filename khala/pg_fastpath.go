@@ -36,6 +36,10 @@ type claimView struct {
 	turns   []Turn  // this claim's turns of the thread, in step order
 }
 
+// maxViewBody bounds the last message a view keeps: a replica holds views
+// of up to maxCachedThreads threads.
+const maxViewBody = 16 << 10
+
 // claimViews keeps the view of each thread whose open turns this replica
 // handed out last, until the thread's next change takes it.
 type claimViews struct {
@@ -72,6 +76,9 @@ func (c *claimViews) claimed(rows []claimView) {
 		if v.version == 0 || !allOf(v.pending, holds) {
 			delete(c.m, n) // other turns are open: their state is not in the view
 			continue
+		}
+		if len(v.last) > maxViewBody {
+			v.last = nil // read when the view is used, not kept meanwhile
 		}
 		c.m[n] = v
 	}

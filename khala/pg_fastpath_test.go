@@ -2,6 +2,7 @@ package khala
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/nerve-agents/nerve/workflow"
@@ -120,5 +121,35 @@ func TestPostgresFastPathParallel(t *testing.T) {
 	}
 	if th := a.thread(id); th.Status != workflow.StatusCompleted {
 		t.Fatalf("thread %s, want completed", th.Status)
+	}
+}
+
+// A view does not keep a long last message; the answer made from it reads
+// the message, and the moderator sees it whole.
+func TestPostgresFastPathLongMessage(t *testing.T) {
+	ts := backend{"postgres", openPostgresBackend}.server(t)
+	pg := ts.store.(*Postgres)
+	a := ts.agent("a")
+	a.putWorkflow(`workflow: echo
+binding: cloud
+moderator: |
+  $count(messages) >= 2 ? {"done": true, "result": messages.content} : {"role": "w", "instruction": "go"}
+roles:
+  w: {prompt: You write.}
+`)
+	id := a.start("echo", nil, "")
+	long := strings.Repeat("x", maxViewBody+1)
+	for _, content := range []string{long, "second"} {
+		if s, d := a.respond(a.claimOne(), content, nil); s != 200 {
+			t.Fatalf("answer: %d %s", s, d)
+		}
+	}
+	if f, s := pg.views.fast.Load(), pg.views.stale.Load(); f != 2 || s != 0 {
+		t.Fatalf("fast %d, stale %d; want 2, 0", f, s)
+	}
+	th := a.thread(id)
+	got, _ := th.Result.([]any)
+	if th.Status != workflow.StatusCompleted || len(got) != 2 || got[0] != long || got[1] != "second" {
+		t.Fatalf("thread %s, result of %d items", th.Status, len(got))
 	}
 }
