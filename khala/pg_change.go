@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,14 +42,15 @@ func scanTurn(row pgx.Row) (Turn, error) {
 // EXCLUDED.rev - 1), messages (new steps only), events numbered after the
 // thread's counter, and webhooks. Anything out of place (the thread or a
 // turn moved, a thread that already exists, a message already there)
-// calls khala_stale(), so nothing is written. The row locks it may wait for are the counter's, which only a
-// claim (which never waits) holds: the order of its parts cannot deadlock.
+// calls khala_stale(), so nothing is written. The row locks it may wait
+// for are the counter's, which only a claim (which never waits) holds: the
+// order of its parts cannot deadlock.
 //
 // The statement has only the parts c needs: the database initialises
 // every node of a plan at each execution, cached plan or not, and most
 // changes (an answer: the thread, a turn or two, one message, a few
-// events) need half of them. There are at most 32 texts, each prepared
-// once per connection.
+// events) need half of them. There are at most 32 texts, each built once
+// and prepared once per connection.
 func changeStatement(n uint64, c *ThreadChange, version uint64) (string, []any, error) {
 	rec, err := json.Marshal(c.Thread)
 	if err != nil {
@@ -58,11 +60,93 @@ func changeStatement(n uint64, c *ThreadChange, version uint64) (string, []any, 
 	for i, t := range c.Thread.Pending {
 		pending[i] = int32(t.Step)
 	}
-	var a sqlArgs
-	thread := a.add(int64(n))
-	wf, status, ver, record, pend := a.add(c.Thread.Workflow), a.add(c.Thread.Status), a.add(int64(version+1)), a.add(rec), a.add(pending)
+	parts := changePartsOf(c, version == 0)
+	// In the order changeText numbers them.
+	args := []any{int64(n), c.Thread.Workflow, c.Thread.Status, int64(version + 1), rec, pending}
+	if parts&partTurns != 0 {
+		args = append(append(args, turnColumns(c.Turns)), turnArrays(c.Turns)...)
+	}
+	if parts&partMessages != 0 {
+		steps, recs := make([]int32, len(c.Messages)), make([][]byte, len(c.Messages))
+		for i, m := range c.Messages {
+			if recs[i], err = json.Marshal(m); err != nil {
+				return "", nil, err
+			}
+			steps[i] = int32(m.Step)
+		}
+		args = append(args, steps, recs)
+	}
+	if parts&(partCreate|partEvents) != 0 {
+		args = append(args, eventTimes(c.Events))
+	}
+	if parts&partEvents != 0 {
+		args = append(args, eventArrays(c.Events)...)
+	}
+	if parts&partWebhooks != 0 {
+		cols, err := webhookArrays(c.Webhooks)
+		if err != nil {
+			return "", nil, err
+		}
+		args = append(args, cols...)
+	}
+	return changeText(parts), args, nil
+}
+
+// changeParts are the parts of a change's statement.
+type changeParts uint8
+
+const (
+	partCreate changeParts = 1 << iota
+	partTurns
+	partMessages
+	partEvents
+	partWebhooks
+	allChangeParts
+)
+
+func changePartsOf(c *ThreadChange, create bool) changeParts {
+	var p changeParts
+	for _, has := range []struct {
+		yes  bool
+		part changeParts
+	}{{create, partCreate}, {len(c.Turns) > 0, partTurns}, {len(c.Messages) > 0, partMessages},
+		{len(c.Events) > 0, partEvents}, {len(c.Webhooks) > 0, partWebhooks}} {
+		if has.yes {
+			p |= has.part
+		}
+	}
+	return p
+}
+
+var changeTexts [allChangeParts]atomic.Pointer[string]
+
+// changeText is the statement of a change with parts p.
+func changeText(p changeParts) string {
+	if s := changeTexts[p].Load(); s != nil {
+		return *s
+	}
+	s := buildChangeText(p)
+	changeTexts[p].Store(&s)
+	return s
+}
+
+func buildChangeText(p changeParts) string {
+	var i int
+	arg := func() string {
+		i++
+		return "$" + strconv.Itoa(i)
+	}
+	// args are the next len(casts) arguments, each with its cast.
+	args := func(casts ...string) string {
+		ph := make([]string, len(casts))
+		for k, c := range casts {
+			ph[k] = arg() + c
+		}
+		return strings.Join(ph, ", ")
+	}
+	thread, wf, status, ver, record, pend := arg(), arg(), arg(), arg(), arg(), arg()
 	var ctes, checks []string
-	create := version == 0
+	create := p&partCreate != 0
 	if create {
 		ctes = append(ctes, `th AS (INSERT INTO khala_threads (n, workflow, status, version, record, pending)
 	VALUES (`+thread+`, `+wf+`, `+status+`, `+ver+`, `+record+`, `+pend+`::int[]) ON CONFLICT (n) DO NOTHING RETURNING 1)`)
@@ -71,10 +155,10 @@ func changeStatement(n uint64, c *ThreadChange, version uint64) (string, []any, 
 	record = `+record+`, pending = `+pend+`::int[] WHERE n = `+thread+` AND version = `+ver+` - 1 RETURNING 1)`)
 	}
 	checks = append(checks, "(SELECT count(*) FROM th) = 1")
-	if len(c.Turns) > 0 {
-		steps := a.add(turnColumns(c.Turns))
+	if p&partTurns != 0 {
+		steps := arg()
 		ctes = append(ctes, `tu AS (INSERT INTO khala_turns AS k (`+turnCols+`)
-	SELECT `+thread+`, u.* FROM unnest(`+steps+`::int[], `+a.addAll(turnArrays(c.Turns), "::text[]", "::text[]", "::text[]",
+	SELECT `+thread+`, u.* FROM unnest(`+steps+`::int[], `+args("::text[]", "::text[]", "::text[]",
 			"::bigint[]", "::int[]", "::int[]", "::bigint[]", "::bigint[]", "::text[]", "::text[]", "::bigint[]", "::bigint[]",
 			"::bigint[]", "::bigint[]", "::bigint[]", "::text[]", "::text[]")+`) AS u
 	ON CONFLICT (thread, step) DO UPDATE SET workflow = EXCLUDED.workflow, role = EXCLUDED.role, state = EXCLUDED.state,
@@ -86,23 +170,16 @@ func changeStatement(n uint64, c *ThreadChange, version uint64) (string, []any, 
 	RETURNING 1)`)
 		checks = append(checks, "(SELECT count(*) FROM tu) = cardinality("+steps+"::int[])")
 	}
-	if len(c.Messages) > 0 {
-		steps, recs := make([]int32, len(c.Messages)), make([][]byte, len(c.Messages))
-		for i, m := range c.Messages {
-			if recs[i], err = json.Marshal(m); err != nil {
-				return "", nil, err
-			}
-			steps[i] = int32(m.Step)
-		}
-		ms := a.add(steps)
+	if p&partMessages != 0 {
+		steps, recs := arg(), arg()
 		ctes = append(ctes, `ms AS (INSERT INTO khala_messages (thread, step, record)
-	SELECT `+thread+`, s, r FROM unnest(`+ms+`::int[], `+a.add(recs)+`::bytea[]) AS u(s, r)
+	SELECT `+thread+`, s, r FROM unnest(`+steps+`::int[], `+recs+`::bytea[]) AS u(s, r)
 	ON CONFLICT (thread, step) DO NOTHING RETURNING 1)`)
-		checks = append(checks, "(SELECT count(*) FROM ms) = cardinality("+ms+"::int[])")
+		checks = append(checks, "(SELECT count(*) FROM ms) = cardinality("+steps+"::int[])")
 	}
 	seqs := "'{}'::bigint[]"
-	if create || len(c.Events) > 0 {
-		at := a.add(eventTimes(c.Events))
+	if create || p&partEvents != 0 {
+		at := arg()
 		if create {
 			// A new thread's event counter starts with it.
 			ctes = append(ctes, `seq AS (INSERT INTO khala_event_seqs (thread, last_seq)
@@ -111,10 +188,10 @@ func changeStatement(n uint64, c *ThreadChange, version uint64) (string, []any, 
 			ctes = append(ctes, `seq AS (UPDATE khala_event_seqs SET last_seq = last_seq + cardinality(`+at+`::bigint[])
 	WHERE thread = `+thread+` RETURNING last_seq - cardinality(`+at+`::bigint[]) AS base)`)
 		}
-		if len(c.Events) > 0 {
+		if p&partEvents != 0 {
 			ctes = append(ctes, `ev AS (INSERT INTO khala_events (thread, seq, at, type, step, role, agent, adapter, message, status, turn, claim, attempt)
 	SELECT `+thread+`, b.base + u.ord, u.at, u.type, u.step, u.role, u.agent, u.adapter, u.message, u.status, u.turn, u.claim, u.attempt
-	FROM seq b, unnest(`+at+`::bigint[], `+a.addAll(eventArrays(c.Events), "::text[]", "::int[]", "::text[]", "::text[]",
+	FROM seq b, unnest(`+at+`::bigint[], `+args("::text[]", "::int[]", "::text[]", "::text[]",
 				"::text[]", "::text[]", "::text[]", "::text[]", "::text[]", "::int[]")+`)
 		WITH ORDINALITY AS u(at, type, step, role, agent, adapter, message, status, turn, claim, attempt, ord)
 	RETURNING seq)`)
@@ -122,37 +199,13 @@ func changeStatement(n uint64, c *ThreadChange, version uint64) (string, []any, 
 		}
 	}
 	ids := "'{}'::bigint[]"
-	if len(c.Webhooks) > 0 {
-		cols, err := webhookArrays(c.Webhooks)
-		if err != nil {
-			return "", nil, err
-		}
+	if p&partWebhooks != 0 {
 		ctes = append(ctes, `wh AS (INSERT INTO khala_webhooks (url, payload, attempts, next_at, last_error, created)
-	SELECT * FROM unnest(`+a.addAll(cols, "::text[]", "::bytea[]", "::int[]", "::bigint[]", "::text[]", "::bigint[]")+`) RETURNING id)`)
+	SELECT * FROM unnest(`+args("::text[]", "::bytea[]", "::int[]", "::bigint[]", "::text[]", "::bigint[]")+`) RETURNING id)`)
 		ids = "ARRAY(SELECT id FROM wh ORDER BY id)"
 	}
-	sql := "WITH " + strings.Join(ctes, ",\n") + "\nSELECT CASE WHEN " + strings.Join(checks, " AND ") +
+	return "WITH " + strings.Join(ctes, ",\n") + "\nSELECT CASE WHEN " + strings.Join(checks, " AND ") +
 		" THEN 1 ELSE khala_stale() END, " + seqs + ", " + ids
-	return sql, a, nil
-}
-
-// sqlArgs numbers a statement's arguments as they are added.
-type sqlArgs []any
-
-// add appends v and returns its placeholder.
-func (a *sqlArgs) add(v any) string {
-	*a = append(*a, v)
-	return "$" + strconv.Itoa(len(*a))
-}
-
-// addAll adds vs, each with its cast, and returns their placeholders
-// separated by commas.
-func (a *sqlArgs) addAll(vs []any, casts ...string) string {
-	ph := make([]string, len(vs))
-	for i, v := range vs {
-		ph[i] = a.add(v) + casts[i]
-	}
-	return strings.Join(ph, ", ")
 }
 
 // turnColumns is the step of each turn.

@@ -52,12 +52,47 @@ const claimSQL = `WITH picked AS (
 SELECT ` + turnCols + `,
 	(SELECT count(*) FROM khala_turns q WHERE q.thread = c.thread AND q.state = 'queued'
 		AND q.step = ANY (th.th_pending)) - (SELECT k FROM counts WHERE counts.thread = c.thread),
-	COALESCE(th.th_version, 0), COALESCE(th.th_pending, '{}'), th.th_record,
+	` + claimViewCols + `
+ORDER BY first_queued, thread, step`
+
+// claimOneSQL is claimSQL for one turn ($1, $2: filters; $3: the claim
+// id; $4: agent; $5: now), without the numbering a claim of several
+// turns needs: most claims are of one turn (an agent's one free slot).
+const claimOneSQL = `WITH picked AS (
+	SELECT t.thread, t.step FROM khala_turns t JOIN khala_event_seqs s ON s.thread = t.thread
+	WHERE t.state = 'queued'
+		AND (cardinality($1::text[]) = 0 OR t.workflow = ANY($1::text[]))
+		AND (cardinality($2::text[]) = 0 OR t.role = ANY($2::text[]))
+	ORDER BY t.first_queued, t.thread, t.step
+	LIMIT 1
+	FOR UPDATE OF t, s SKIP LOCKED
+), claimed AS (
+	UPDATE khala_turns t SET state = 'claimed', claim = $3, agent = $4, claimed_at = $5,
+		lease_expires = $5 + t.lease, idle_at = 0, rev = t.rev + 1
+	FROM picked p WHERE t.thread = p.thread AND t.step = p.step
+	RETURNING t.*
+), seqs AS (
+	UPDATE khala_event_seqs s SET last_seq = s.last_seq + 1 FROM claimed c WHERE s.thread = c.thread
+	RETURNING s.last_seq
+), events AS (
+	INSERT INTO khala_events (thread, seq, at, type, step, role, agent, adapter, message, status, turn, claim, attempt)
+	SELECT c.thread, s.last_seq, $5, 'turn.started', c.step,
+		c.role, c.agent, '', '', '', 'thread-' || c.thread || '.' || c.step, c.claim, c.attempt
+	FROM claimed c, seqs s
+)
+SELECT ` + turnCols + `,
+	(SELECT count(*) FROM khala_turns q WHERE q.thread = c.thread AND q.state = 'queued'
+		AND q.step = ANY (th.th_pending)) - 1,
+	` + claimViewCols
+
+// claimViewCols end a claim's answer: per turn, the sibling count above,
+// then what its thread's next change needs (pg_fastpath.go), read in the
+// claim's snapshot.
+const claimViewCols = `COALESCE(th.th_version, 0), COALESCE(th.th_pending, '{}'), th.th_record,
 	ARRAY(SELECT m.step FROM khala_messages m WHERE m.thread = c.thread ORDER BY m.step),
 	(SELECT m.record FROM khala_messages m WHERE m.thread = c.thread ORDER BY m.step DESC LIMIT 1)
 FROM claimed c LEFT JOIN LATERAL (SELECT version AS th_version, pending AS th_pending, record AS th_record
-	FROM khala_threads WHERE n = c.thread) th ON true
-ORDER BY first_queued, thread, step`
+	FROM khala_threads WHERE n = c.thread) th ON true`
 
 // Claim implements Storage.
 func (p *Postgres) Claim(ctx context.Context, q ClaimQuery) ([]Turn, error) {
@@ -79,7 +114,12 @@ func (p *Postgres) Claim(ctx context.Context, q ClaimQuery) ([]Turn, error) {
 	// the first turns that can be locked.
 	siblings := false
 	var views []claimView
-	rows, _ := p.pool.Query(ctx, claimSQL, q.Max, wfs, roles, claims, q.Agent, nanos(q.Now))
+	var rows pgx.Rows
+	if q.Max == 1 {
+		rows, _ = p.pool.Query(ctx, claimOneSQL, wfs, roles, claims[0], q.Agent, nanos(q.Now))
+	} else {
+		rows, _ = p.pool.Query(ctx, claimSQL, q.Max, wfs, roles, claims, q.Agent, nanos(q.Now))
+	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Turn, error) {
 		var (
 			left int64
