@@ -50,11 +50,11 @@ func scanTurn(row pgx.Row) (Turn, error) {
 // every node of a plan at each execution, cached plan or not, and most
 // changes (an answer: the thread, a turn or two, one message, a few
 // events) need half of them. There are at most 32 texts, each built once
-// and prepared once per connection.
-func changeStatement(n uint64, c *ThreadChange, version uint64) (string, []any, error) {
-	rec, err := json.Marshal(c.Thread)
+// and prepared once per connection. rec is the thread's record as stored.
+func changeStatement(n uint64, c *ThreadChange, version uint64) (sql string, args []any, rec []byte, err error) {
+	rec, err = json.Marshal(c.Thread)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	pending := make([]int32, len(c.Thread.Pending))
 	for i, t := range c.Thread.Pending {
@@ -62,7 +62,7 @@ func changeStatement(n uint64, c *ThreadChange, version uint64) (string, []any, 
 	}
 	parts := changePartsOf(c, version == 0)
 	// In the order changeText numbers them.
-	args := []any{int64(n), c.Thread.Workflow, c.Thread.Status, int64(version + 1), rec, pending}
+	args = []any{int64(n), c.Thread.Workflow, c.Thread.Status, int64(version + 1), rec, pending}
 	if parts&partTurns != 0 {
 		args = append(append(args, turnColumns(c.Turns)), turnArrays(c.Turns)...)
 	}
@@ -70,7 +70,7 @@ func changeStatement(n uint64, c *ThreadChange, version uint64) (string, []any, 
 		steps, recs := make([]int32, len(c.Messages)), make([][]byte, len(c.Messages))
 		for i, m := range c.Messages {
 			if recs[i], err = json.Marshal(m); err != nil {
-				return "", nil, err
+				return "", nil, nil, err
 			}
 			steps[i] = int32(m.Step)
 		}
@@ -85,11 +85,11 @@ func changeStatement(n uint64, c *ThreadChange, version uint64) (string, []any, 
 	if parts&partWebhooks != 0 {
 		cols, err := webhookArrays(c.Webhooks)
 		if err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
 		args = append(args, cols...)
 	}
-	return changeText(parts), args, nil
+	return changeText(parts), args, rec, nil
 }
 
 // changeParts are the parts of a change's statement.

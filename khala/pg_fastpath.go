@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/nerve-agents/nerve/workflow"
 )
 
 // The answer's fast path. An answer is most often the next change of a
@@ -93,6 +95,54 @@ func allOf[T any](s []T, f func(T) bool) bool {
 	return true
 }
 
+// changed keeps the view a change of thread n left (v: the view it was
+// made from; rec: the thread's record as written) when the change handed
+// every turn it left open to agents waiting on this replica (handoff.go):
+// their answers are the thread's next changes. Its messages go to the
+// message cache, where claimedView finds them.
+func (c *claimViews) changed(p *Postgres, n uint64, v *ThreadView, ch *ThreadChange, rec []byte) {
+	if ch.Thread.Ended() || len(ch.Thread.Pending) == 0 {
+		c.take(n)
+		return
+	}
+	var handed []Turn
+	for _, t := range ch.Turns {
+		if t.State == TurnClaimed {
+			t.Rev++ // as written
+			handed = append(handed, t)
+		}
+	}
+	holds := func(wt workflow.Turn) bool {
+		return slices.ContainsFunc(handed, func(t Turn) bool { return t.Step == wt.Step })
+	}
+	if len(handed) == 0 || !allOf(ch.Thread.Pending, holds) {
+		c.take(n) // a view this replica kept of the thread is stale now
+		return
+	}
+	msgs := append(slices.Clip(v.Messages), ch.Messages...)
+	slices.SortStableFunc(msgs, func(a, b workflow.Message) int { return a.Step - b.Step })
+	steps := make([]int32, len(msgs))
+	for i, m := range msgs {
+		steps[i] = int32(m.Step)
+	}
+	p.cacheMessages(n, msgs)
+	pending := make([]int32, len(ch.Thread.Pending))
+	for i, t := range ch.Thread.Pending {
+		pending[i] = int32(t.Step)
+	}
+	slices.SortFunc(handed, func(a, b Turn) int { return a.Step - b.Step })
+	c.keep(n, &claimView{version: int64(v.Thread.Version + 1), pending: pending, record: rec, steps: steps, turns: handed})
+}
+
+func (c *claimViews) keep(n uint64, v *claimView) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxCachedThreads {
+		c.m = map[uint64]*claimView{}
+	}
+	c.m[n] = v
+}
+
 // heartbeat keeps a view's turn at the revision a heartbeat moved it to.
 func (c *claimViews) heartbeat(n uint64, t Turn) {
 	c.mu.Lock()
@@ -134,7 +184,7 @@ func (p *Postgres) updateFast(ctx context.Context, n uint64, fn func(*ThreadView
 	if err != nil || c == nil {
 		return false, nil
 	}
-	sql, args, err := changeStatement(n, c, v.Thread.Version)
+	sql, args, rec, err := changeStatement(n, c, v.Thread.Version)
 	if err != nil {
 		return true, err
 	}
@@ -148,6 +198,7 @@ func (p *Postgres) updateFast(ctx context.Context, n uint64, fn func(*ThreadView
 		return false, nil
 	}
 	p.views.fast.Add(1)
+	p.views.changed(p, n, v, c, rec)
 	p.publishChange(c, v)
 	return true, p.fail("", nil)
 }

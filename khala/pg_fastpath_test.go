@@ -153,3 +153,55 @@ roles:
 		t.Fatalf("thread %s, result of %d items", th.Status, len(got))
 	}
 }
+
+// An answer that hands the next turn to an agent waiting on the same
+// replica (handoff.go) leaves the view that turn's answer is made from:
+// a sequential thread served by waiting agents writes every answer in one
+// statement. The thread and its trace are those of any other run.
+func TestPostgresFastPathHandoff(t *testing.T) {
+	ts := backend{"postgres", openPostgresBackend}.server(t)
+	pg := ts.store.(*Postgres)
+	a := ts.agent("a")
+	a.putWorkflow(pairWF)
+	id := a.start("pair", map[string]any{"turns": 5}, "")
+	tk := a.claimOne()
+	for i := 1; i <= 5; i++ {
+		next := make(chan []claimJSON, 1)
+		if i < 5 {
+			go func() { next <- a.claim(map[string]any{"wait": "5s"}) }()
+			waitFor(t, "a parked claim", func() bool {
+				ts.srv.handoffs.mu.Lock()
+				defer ts.srv.handoffs.mu.Unlock()
+				return len(ts.srv.handoffs.waiting) == 1
+			})
+		}
+		if s, d := a.respond(tk, fmt.Sprint("answer ", i), nil); s != 200 {
+			t.Fatalf("answer %d: %d %s", i, s, d)
+		}
+		if i < 5 {
+			got := <-next
+			if len(got) != 1 || got[0].Step != i+1 {
+				t.Fatalf("handed turn after answer %d: %+v", i, got)
+			}
+			tk = got[0]
+		}
+	}
+	// The first answer had its claim's view; the others, the view the
+	// answer before them left.
+	if f, s := pg.views.fast.Load(), pg.views.stale.Load(); f != 5 || s != 0 {
+		t.Fatalf("fast %d, stale %d; want 5, 0", f, s)
+	}
+	th := a.thread(id)
+	if th.Status != workflow.StatusCompleted || fmt.Sprint(th.Result) != "map[last:answer 5 turns:5]" {
+		t.Fatalf("thread %s, result %v", th.Status, th.Result)
+	}
+	started := 0
+	for _, e := range a.trace(id) {
+		if e.Type == workflow.EventTurnStarted {
+			started++
+		}
+	}
+	if started != 5 {
+		t.Fatalf("%d turn.started events, want 5", started)
+	}
+}

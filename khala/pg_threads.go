@@ -44,7 +44,7 @@ func (p *Postgres) CreateThread(ctx context.Context, c *ThreadChange) error {
 	if !ok {
 		return fmt.Errorf("create thread: bad id %q", c.Thread.ID)
 	}
-	sql, args, err := changeStatement(n, c, 0)
+	sql, args, _, err := changeStatement(n, c, 0)
 	if err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ func (p *Postgres) updateOnce(ctx context.Context, n uint64, fn func(*ThreadView
 		rollback(conn)
 		return v, nil, err
 	}
-	sql, args, err := changeStatement(n, c, v.Thread.Version)
+	sql, args, rec, err := changeStatement(n, c, v.Thread.Version)
 	if err != nil {
 		rollback(conn)
 		return v, nil, err
@@ -148,6 +148,7 @@ func (p *Postgres) updateOnce(ctx context.Context, n uint64, fn func(*ThreadView
 		}
 		return v, nil, p.fail("update thread", err)
 	}
+	p.views.changed(p, n, v, c, rec)
 	return v, c, p.fail("", nil)
 }
 

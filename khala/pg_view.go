@@ -175,14 +175,21 @@ func (p *Postgres) fillMessages(ctx context.Context, q querier, n uint64, v *pgV
 			}
 		}
 	}
-	if len(v.Messages) > 0 {
-		v.Messages = slices.Clip(v.Messages) // a caller's append must not write into the cache
-		p.msgs.mu.Lock()
-		if len(p.msgs.m) >= maxCachedThreads {
-			clear(p.msgs.m)
-		}
-		p.msgs.m[n] = v.Messages
-		p.msgs.mu.Unlock()
-	}
+	v.Messages = slices.Clip(v.Messages) // a caller's append must not write into the cache
+	p.cacheMessages(n, v.Messages)
 	return nil
+}
+
+// cacheMessages keeps msgs, all of thread n's messages in step order, for
+// the thread's next read.
+func (p *Postgres) cacheMessages(n uint64, msgs []workflow.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	p.msgs.mu.Lock()
+	defer p.msgs.mu.Unlock()
+	if len(p.msgs.m) >= maxCachedThreads {
+		clear(p.msgs.m)
+	}
+	p.msgs.m[n] = msgs
 }
