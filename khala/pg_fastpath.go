@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -26,7 +27,9 @@ import (
 // (UpdateThread's usual way). So the view costs correctness nothing:
 // a thread's changes still commit one at a time, each made from the state
 // the one before left. A view is kept only when the claim holds every open
-// turn of its thread (a sequential thread); it is used once.
+// turn of its thread (a sequential thread), or when a change hands every
+// turn it leaves open to agents waiting on this replica (changed); it is
+// used once.
 
 // claimView is what a claim read of one thread.
 type claimView struct {
@@ -43,7 +46,8 @@ type claimView struct {
 const maxViewBody = 16 << 10
 
 // claimViews keeps the view of each thread whose open turns this replica
-// handed out last, until the thread's next change takes it.
+// handed out last (by a claim or a handoff), until the thread's next
+// change takes it.
 type claimViews struct {
 	mu sync.Mutex
 	m  map[uint64]*claimView
@@ -99,7 +103,8 @@ func allOf[T any](s []T, f func(T) bool) bool {
 // made from; rec: the thread's record as written) when the change handed
 // every turn it left open to agents waiting on this replica (handoff.go):
 // their answers are the thread's next changes. Its messages go to the
-// message cache, where claimedView finds them.
+// message cache, where claimedView finds them. Turns and messages are kept
+// as a read would return them.
 func (c *claimViews) changed(p *Postgres, n uint64, v *ThreadView, ch *ThreadChange, rec []byte) {
 	if ch.Thread.Ended() || len(ch.Thread.Pending) == 0 {
 		c.take(n)
@@ -108,8 +113,7 @@ func (c *claimViews) changed(p *Postgres, n uint64, v *ThreadView, ch *ThreadCha
 	var handed []Turn
 	for _, t := range ch.Turns {
 		if t.State == TurnClaimed {
-			t.Rev++ // as written
-			handed = append(handed, t)
+			handed = append(handed, storedTurn(t))
 		}
 	}
 	holds := func(wt workflow.Turn) bool {
@@ -119,7 +123,15 @@ func (c *claimViews) changed(p *Postgres, n uint64, v *ThreadView, ch *ThreadCha
 		c.take(n) // a view this replica kept of the thread is stale now
 		return
 	}
-	msgs := append(slices.Clip(v.Messages), ch.Messages...)
+	msgs := slices.Clip(v.Messages)
+	for _, m := range ch.Messages {
+		var stored workflow.Message
+		if data, err := json.Marshal(m); err != nil || json.Unmarshal(data, &stored) != nil {
+			c.take(n)
+			return
+		}
+		msgs = append(msgs, stored)
+	}
 	slices.SortStableFunc(msgs, func(a, b workflow.Message) int { return a.Step - b.Step })
 	steps := make([]int32, len(msgs))
 	for i, m := range msgs {
@@ -132,6 +144,15 @@ func (c *claimViews) changed(p *Postgres, n uint64, v *ThreadView, ch *ThreadCha
 	}
 	slices.SortFunc(handed, func(a, b Turn) int { return a.Step - b.Step })
 	c.keep(n, &claimView{version: int64(v.Thread.Version + 1), pending: pending, record: rec, steps: steps, turns: handed})
+}
+
+// storedTurn is t as written (its next revision) and read back.
+func storedTurn(t Turn) Turn {
+	t.Rev++
+	for _, at := range []*time.Time{&t.FirstQueued, &t.QueuedAt, &t.ClaimedAt, &t.LeaseExpires, &t.IdleAt} {
+		*at = fromNanos(nanos(*at))
+	}
+	return t
 }
 
 func (c *claimViews) keep(n uint64, v *claimView) {
