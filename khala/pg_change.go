@@ -42,9 +42,10 @@ func scanTurn(row pgx.Row) (Turn, error) {
 // EXCLUDED.rev - 1), messages (new steps only), events numbered after the
 // thread's counter, and webhooks. Anything out of place (the thread or a
 // turn moved, a thread that already exists, a message already there)
-// calls khala_stale(), so nothing is written. The row locks it may wait
-// for are the counter's, which only a claim (which never waits) holds: the
-// order of its parts cannot deadlock.
+// calls khala_stale(), so nothing is written. After a locked read, the
+// only row lock it may wait for is the counter's, which only a claim
+// (which never waits) holds; made from a claim's view, it locks the thread
+// row first, then turns, then the counter: a locked read's order.
 //
 // The statement has only the parts c needs: the database initialises
 // every node of a plan at each execution, cached plan or not, and most
@@ -106,14 +107,20 @@ const (
 
 func changePartsOf(c *ThreadChange, create bool) changeParts {
 	var p changeParts
-	for _, has := range []struct {
-		yes  bool
-		part changeParts
-	}{{create, partCreate}, {len(c.Turns) > 0, partTurns}, {len(c.Messages) > 0, partMessages},
-		{len(c.Events) > 0, partEvents}, {len(c.Webhooks) > 0, partWebhooks}} {
-		if has.yes {
-			p |= has.part
-		}
+	if create {
+		p |= partCreate
+	}
+	if len(c.Turns) > 0 {
+		p |= partTurns
+	}
+	if len(c.Messages) > 0 {
+		p |= partMessages
+	}
+	if len(c.Events) > 0 {
+		p |= partEvents
+	}
+	if len(c.Webhooks) > 0 {
+		p |= partWebhooks
 	}
 	return p
 }
