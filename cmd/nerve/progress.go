@@ -18,17 +18,25 @@ type progress struct {
 	ref   string
 	tty   bool
 	start time.Time
+	// remote names the remote of a remote thread, whose turns wait in its
+	// queue until an agent claims them ("" for a local thread).
+	remote string
 
 	mu      sync.Mutex
 	running map[int]workflow.Event // step -> turn.started
+	waiting map[int]*time.Timer    // step -> the hint due if nobody claims it
 	drawn   bool
 	stop    chan struct{}
 	done    chan struct{}
 }
 
+// unclaimedHint is how long a remote turn waits unclaimed before progress
+// says that no agent seems to serve the queue.
+var unclaimedHint = 10 * time.Second
+
 func newProgress(io *IOStreams, ref string) *progress {
 	p := &progress{io: io, ref: ref, tty: io.IsTTY(), start: time.Now(), running: map[int]workflow.Event{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		waiting: map[int]*time.Timer{}, stop: make(chan struct{}), done: make(chan struct{})}
 	if p.tty {
 		go p.tick()
 	} else {
@@ -58,10 +66,19 @@ func (p *progress) Event(e workflow.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch e.Type {
+	case khalaTurnQueued:
+		p.expectClaim(e)
 	case workflow.EventTurnStarted:
+		p.claimed(e.Step)
 		p.running[e.Step] = e
 		if !p.tty {
-			p.line("step %d  %s  started (%s)", e.Step, e.Role, e.Adapter)
+			p.line("step %d  %s  started (%s)", e.Step, e.Role, doer(e))
+		}
+	case khalaTurnExpired, khalaTurnReleased:
+		delete(p.running, e.Step)
+		p.line("step %d  %s  %s", e.Step, e.Role, requeued(e))
+		if e.Message == "" {
+			p.expectClaim(e)
 		}
 	case workflow.EventTurnAnswered, workflow.EventTurnFailed:
 		started, ok := p.running[e.Step]
@@ -73,7 +90,7 @@ func (p *progress) Event(e workflow.Event) {
 		if e.Type == workflow.EventTurnFailed {
 			p.line("step %d  %s  failed%s: %s", e.Step, e.Role, took, e.Message)
 		} else {
-			p.line("step %d  %s  answered%s (%s)", e.Step, e.Role, took, e.Adapter)
+			p.line("step %d  %s  answered%s (%s)", e.Step, e.Role, took, doer(e))
 		}
 	case workflow.EventDetection:
 		p.line("step %d  %s  detection %s: %s", e.Step, e.Role, e.Status, e.Message)
@@ -82,6 +99,65 @@ func (p *progress) Event(e workflow.Event) {
 	}
 	if p.tty {
 		p.redraw()
+	}
+}
+
+// Khala's events of a remote thread's queue (khala/engine.go), as the
+// remote sends them.
+const (
+	khalaTurnQueued   = "turn.queued"
+	khalaTurnExpired  = "turn.expired"
+	khalaTurnReleased = "turn.released"
+	khalaTurnIdle     = "turn.idle"
+)
+
+// requeued says what became of a turn whose agent lost or gave it back:
+// queued again, or (past max_attempts) the end of its thread.
+func requeued(e workflow.Event) string {
+	switch {
+	case e.Message != "":
+		return e.Message
+	case e.Type == khalaTurnReleased:
+		return fmt.Sprintf("given back by %s; queued again", e.Agent)
+	}
+	return fmt.Sprintf("the lease of %s ran out; queued again", e.Agent)
+}
+
+// doer says who runs a turn: its adapter here, its agent on a remote.
+func doer(e workflow.Event) string {
+	if e.Adapter != "" {
+		return e.Adapter
+	}
+	return e.Agent
+}
+
+// expectClaim arms the hint for a remote turn that waits in the queue:
+// a thread nobody serves would otherwise just sit there.
+func (p *progress) expectClaim(e workflow.Event) {
+	if p.remote == "" {
+		return
+	}
+	p.claimed(e.Step)
+	p.waiting[e.Step] = time.AfterFunc(unclaimedHint, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if _, ok := p.waiting[e.Step]; !ok {
+			return
+		}
+		delete(p.waiting, e.Step)
+		p.line("step %d  %s  waiting %s for an agent to claim it; agents serve %s with a running daemon whose nerve.yaml has a khala sense of it and a do: turn reflex",
+			e.Step, e.Role, fmtDuration(unclaimedHint), p.remote)
+		if p.tty {
+			p.redraw()
+		}
+	})
+}
+
+// claimed disarms step's hint.
+func (p *progress) claimed(step int) {
+	if t, ok := p.waiting[step]; ok {
+		t.Stop()
+		delete(p.waiting, step)
 	}
 }
 
@@ -110,7 +186,7 @@ func (p *progress) redraw() {
 	parts := make([]string, 0, len(steps))
 	for _, s := range steps {
 		e := p.running[s]
-		parts = append(parts, fmt.Sprintf("step %d %s (%s) %s", s, e.Role, e.Adapter, fmtDuration(time.Since(e.At))))
+		parts = append(parts, fmt.Sprintf("step %d %s (%s) %s", s, e.Role, doer(e), fmtDuration(time.Since(e.At))))
 	}
 	spin := `|/-\`[int(time.Since(p.start)/(100*time.Millisecond))%4]
 	fmt.Fprintf(p.io.ErrOut, "\r\033[K%c %s  %s", spin, p.ref, strings.Join(parts, " · "))
@@ -119,6 +195,11 @@ func (p *progress) redraw() {
 
 // Close stops redrawing and clears the status line.
 func (p *progress) Close() {
+	p.mu.Lock()
+	for step := range p.waiting {
+		p.claimed(step)
+	}
+	p.mu.Unlock()
 	if p.tty {
 		close(p.stop)
 		<-p.done

@@ -165,7 +165,7 @@ func printEvent(f *Factory, e workflow.Event) {
 	case workflow.EventThreadStarted:
 		fmt.Fprintf(f.IO.Out, "%s  %s started\n", at, e.Thread)
 	case workflow.EventTurnStarted:
-		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  started (%s)\n", at, e.Step, e.Role, e.Adapter)
+		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  started (%s)\n", at, e.Step, e.Role, doer(e))
 	case workflow.EventTurnAnswered:
 		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  answered by %s (%s)\n", at, e.Step, e.Role, e.Agent, e.Adapter)
 	case workflow.EventTurnFailed:
@@ -178,6 +178,12 @@ func printEvent(f *Factory, e workflow.Event) {
 		fmt.Fprintf(f.IO.Out, "%s  %s %s%s\n", at, e.Thread, e.Status, msg)
 	case workflow.EventDetection:
 		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  detection %s: %s\n", at, e.Step, e.Role, e.Status, e.Message)
+	case khalaTurnQueued:
+		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  queued\n", at, e.Step, e.Role)
+	case khalaTurnExpired, khalaTurnReleased:
+		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  %s\n", at, e.Step, e.Role, requeued(e))
+	case khalaTurnIdle:
+		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  idle: %s\n", at, e.Step, e.Role, e.Message)
 	default:
 		fmt.Fprintf(f.IO.Out, "%s  %s %s\n", at, e.Type, e.Message)
 	}

@@ -48,6 +48,7 @@ func remoteRun(ctx context.Context, f *Factory, ref workflow.Ref, opts *workflow
 		fmt.Fprintf(f.IO.ErrOut, "%s started; follow it elsewhere with 'nerve workflow logs %s -f'\n", ref, ref)
 	}
 	p := newProgress(f.IO, ref.String())
+	p.remote = ref.Remote
 	err = c.Events(ctx, id, 0, func(e workflow.Event) error {
 		if !opts.JSON {
 			p.Event(e)
