@@ -92,19 +92,22 @@ func TestPostgresFastPathParallel(t *testing.T) {
 	pg := ts.store.(*Postgres)
 	a, b := ts.agent("a"), ts.agent("b")
 	a.putWorkflow(panelWF)
-	id := a.start("panel", nil, "")
-	ta, tb := a.claimOne(), b.claimOne()
-	for _, tk := range []claimJSON{ta, tb} {
-		if s, d := a.respond(tk, "seen", nil); s != 200 {
-			t.Fatalf("answer %s: %d %s", tk.Turn, s, d)
+	answerAll := func(what, id string, tks []claimJSON, fast int64) {
+		t.Helper()
+		for _, tk := range tks {
+			if s, d := a.respond(tk, "seen", nil); s != 200 {
+				t.Fatalf("%s: answer %s: %d %s", what, tk.Turn, s, d)
+			}
+		}
+		if f, s := pg.views.fast.Load(), pg.views.stale.Load(); f != fast || s != 0 {
+			t.Fatalf("%s: fast %d, stale %d; want %d, 0", what, f, s, fast)
+		}
+		if th := a.thread(id); th.Status != workflow.StatusCompleted {
+			t.Fatalf("%s: thread %s, want completed", what, th.Status)
 		}
 	}
-	if f, s := pg.views.fast.Load(), pg.views.stale.Load(); f != 0 || s != 0 {
-		t.Fatalf("parallel turns: fast %d, stale %d; want neither", f, s)
-	}
-	if th := a.thread(id); th.Status != workflow.StatusCompleted {
-		t.Fatalf("thread %s, want completed", th.Status)
-	}
+	id := a.start("panel", nil, "")
+	answerAll("parallel turns claimed apart", id, []claimJSON{a.claimOne(), b.claimOne()}, 0)
 	// Both turns claimed at once by one agent: the claim holds every open
 	// turn, so the view is kept; the first answer uses it up, the second
 	// is made from a locked read.
@@ -113,17 +116,7 @@ func TestPostgresFastPathParallel(t *testing.T) {
 	if len(both) != 2 {
 		t.Fatalf("claimed %d turns, want 2", len(both))
 	}
-	for _, tk := range both {
-		if s, d := a.respond(tk, "seen", nil); s != 200 {
-			t.Fatalf("answer %s: %d %s", tk.Turn, s, d)
-		}
-	}
-	if f, s := pg.views.fast.Load(), pg.views.stale.Load(); f != 1 || s != 0 {
-		t.Fatalf("two turns in one claim: fast %d, stale %d; want 1, 0", f, s)
-	}
-	if th := a.thread(id); th.Status != workflow.StatusCompleted {
-		t.Fatalf("thread %s, want completed", th.Status)
-	}
+	answerAll("two turns in one claim", id, both, 1)
 }
 
 // A view does not keep a long last message; the answer made from it reads

@@ -23,15 +23,7 @@ import (
 
 // claimSQL leases up to $1 queued turns in one statement and records a
 // turn.started event for each. $4 holds one fresh claim id per turn.
-const claimSQL = `WITH picked AS (
-	SELECT t.thread, t.step FROM khala_turns t JOIN khala_event_seqs s ON s.thread = t.thread
-	WHERE t.state = 'queued'
-		AND (cardinality($2::text[]) = 0 OR t.workflow = ANY($2::text[]))
-		AND (cardinality($3::text[]) = 0 OR t.role = ANY($3::text[]))
-	ORDER BY t.first_queued, t.thread, t.step
-	LIMIT $1
-	FOR UPDATE OF t, s SKIP LOCKED
-), numbered AS (
+var claimSQL = `WITH ` + pickedCTE("$1", "$2", "$3") + `, numbered AS (
 	SELECT thread, step, row_number() OVER (ORDER BY thread, step) AS rn FROM picked
 ), claimed AS (
 	UPDATE khala_turns t SET state = 'claimed', claim = ($4::text[])[n.rn], agent = $5, claimed_at = $6,
@@ -58,15 +50,7 @@ ORDER BY first_queued, thread, step`
 // claimOneSQL is claimSQL for one turn ($1, $2: filters; $3: the claim
 // id; $4: agent; $5: now), without the numbering a claim of several
 // turns needs: most claims are of one turn (an agent's one free slot).
-const claimOneSQL = `WITH picked AS (
-	SELECT t.thread, t.step FROM khala_turns t JOIN khala_event_seqs s ON s.thread = t.thread
-	WHERE t.state = 'queued'
-		AND (cardinality($1::text[]) = 0 OR t.workflow = ANY($1::text[]))
-		AND (cardinality($2::text[]) = 0 OR t.role = ANY($2::text[]))
-	ORDER BY t.first_queued, t.thread, t.step
-	LIMIT 1
-	FOR UPDATE OF t, s SKIP LOCKED
-), claimed AS (
+var claimOneSQL = `WITH ` + pickedCTE("1", "$1", "$2") + `, claimed AS (
 	UPDATE khala_turns t SET state = 'claimed', claim = $3, agent = $4, claimed_at = $5,
 		lease_expires = $5 + t.lease, idle_at = 0, rev = t.rev + 1
 	FROM picked p WHERE t.thread = p.thread AND t.step = p.step
@@ -84,6 +68,21 @@ SELECT ` + turnCols + `,
 	(SELECT count(*) FROM khala_turns q WHERE q.thread = c.thread AND q.state = 'queued'
 		AND q.step = ANY (th.th_pending)) - 1,
 	` + claimViewCols
+
+// pickedCTE picks up to limit queued turns, oldest first, of the
+// workflows and roles (text[] parameters; empty: any), locking each with
+// its thread's event counter and skipping any another transaction holds.
+func pickedCTE(limit, workflows, roles string) string {
+	return `picked AS (
+	SELECT t.thread, t.step FROM khala_turns t JOIN khala_event_seqs s ON s.thread = t.thread
+	WHERE t.state = 'queued'
+		AND (cardinality(` + workflows + `::text[]) = 0 OR t.workflow = ANY(` + workflows + `::text[]))
+		AND (cardinality(` + roles + `::text[]) = 0 OR t.role = ANY(` + roles + `::text[]))
+	ORDER BY t.first_queued, t.thread, t.step
+	LIMIT ` + limit + `
+	FOR UPDATE OF t, s SKIP LOCKED
+)`
+}
 
 // claimViewCols end a claim's answer: per turn, the sibling count above,
 // then what its thread's next change needs (pg_fastpath.go), read in the
