@@ -64,17 +64,20 @@
 // on disk go together into the next one (group commit, bolt_commit.go),
 // and a thread's records sit in one key range, so a commit writes a few
 // pages; the moderator runs outside the transaction, under the thread's
-// lock. On PostgreSQL a claim is one round trip (statement and COMMIT in
-// one batch) and an answer two (the view read under the thread's row
-// lock; then, after the moderator, the change and its COMMIT); the
-// server's own group commit shares the flushes. Measure with go test
+// lock. On PostgreSQL a claim is one statement, which also reads what the
+// turn's answer needs; the answer, through the same replica, is one more
+// (the change, checked against the version the claim read), and otherwise
+// two round trips (the view read under the thread's row lock; then, after
+// the moderator, the change and its COMMIT). The server's own group commit
+// shares the flushes. Measure with go test
 // ./cmd/nerve -run '^$' -bench Khala (both backends).
 //
 // # Storage
 //
 // Storage is the contract a backend keeps (see its comment); Bolt is the
 // embedded one. Nothing lives only in one process's memory but wake-up
-// hints and caches of immutable data, so Postgres, the other backend,
+// hints and caches (of immutable data, and of views the database checks
+// before a change made from them is written), so Postgres, the other backend,
 // serves several stateless replicas of one database (pg.go has how:
 // row locks in one order, SKIP LOCKED claims, LISTEN/NOTIFY wake-ups,
 // migrations under an advisory lock). docs/khala-postgres.md is the
