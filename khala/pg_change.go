@@ -51,31 +51,31 @@ func scanTurn(row pgx.Row) (Turn, error) {
 // every node of a plan at each execution, cached plan or not, and most
 // changes (an answer: the thread, a turn or two, one message, a few
 // events) need half of them. There are at most 32 texts, each built once
-// and prepared once per connection. rec is the thread's record as stored.
-func changeStatement(n uint64, c *ThreadChange, version uint64) (sql string, args []any, rec []byte, err error) {
-	rec, err = json.Marshal(c.Thread)
-	if err != nil {
-		return "", nil, nil, err
+// and prepared once per connection.
+func changeStatement(n uint64, c *ThreadChange, version uint64) (*changeStmt, error) {
+	st := &changeStmt{pending: make([]int32, len(c.Thread.Pending)), messages: make([][]byte, len(c.Messages))}
+	var err error
+	if st.record, err = json.Marshal(c.Thread); err != nil {
+		return nil, err
 	}
-	pending := make([]int32, len(c.Thread.Pending))
 	for i, t := range c.Thread.Pending {
-		pending[i] = int32(t.Step)
+		st.pending[i] = int32(t.Step)
 	}
 	parts := changePartsOf(c, version == 0)
 	// In the order changeText numbers them.
-	args = []any{int64(n), c.Thread.Workflow, c.Thread.Status, int64(version + 1), rec, pending}
+	args := []any{int64(n), c.Thread.Workflow, c.Thread.Status, int64(version + 1), st.record, st.pending}
 	if parts&partTurns != 0 {
-		args = append(append(args, turnColumns(c.Turns)), turnArrays(c.Turns)...)
+		args = append(append(args, turnSteps(c.Turns)), turnArrays(c.Turns)...)
 	}
 	if parts&partMessages != 0 {
-		steps, recs := make([]int32, len(c.Messages)), make([][]byte, len(c.Messages))
+		steps := make([]int32, len(c.Messages))
 		for i, m := range c.Messages {
-			if recs[i], err = json.Marshal(m); err != nil {
-				return "", nil, nil, err
+			if st.messages[i], err = json.Marshal(m); err != nil {
+				return nil, err
 			}
 			steps[i] = int32(m.Step)
 		}
-		args = append(args, steps, recs)
+		args = append(args, steps, st.messages)
 	}
 	if parts&(partCreate|partEvents) != 0 {
 		args = append(args, eventTimes(c.Events))
@@ -86,11 +86,23 @@ func changeStatement(n uint64, c *ThreadChange, version uint64) (sql string, arg
 	if parts&partWebhooks != 0 {
 		cols, err := webhookArrays(c.Webhooks)
 		if err != nil {
-			return "", nil, nil, err
+			return nil, err
 		}
 		args = append(args, cols...)
 	}
-	return changeText(parts), args, rec, nil
+	st.sql, st.args = changeText(parts), args
+	return st, nil
+}
+
+// changeStmt is a change's statement, and what it writes that the
+// replica may keep (pg_fastpath.go): the thread's record and pending
+// steps, and its new messages, as stored.
+type changeStmt struct {
+	sql      string
+	args     []any
+	record   []byte
+	pending  []int32
+	messages [][]byte
 }
 
 // changeParts are the parts of a change's statement.
@@ -215,8 +227,8 @@ func buildChangeText(p changeParts) string {
 		" THEN 1 ELSE khala_stale() END, " + seqs + ", " + ids
 }
 
-// turnColumns is the step of each turn.
-func turnColumns(ts []Turn) []int32 {
+// turnSteps is the step of each turn.
+func turnSteps(ts []Turn) []int32 {
 	steps := make([]int32, len(ts))
 	for i := range ts {
 		steps[i] = int32(ts[i].Step)

@@ -68,65 +68,51 @@ func (c *claimViews) claimed(rows []claimView) {
 		byThread[n] = &rows[i]
 		order = append(order, n)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxCachedThreads {
-		c.m = map[uint64]*claimView{}
-	}
 	for _, n := range order {
 		v := byThread[n]
-		slices.SortFunc(v.turns, func(a, b Turn) int { return a.Step - b.Step })
-		holds := func(step int32) bool {
-			return slices.ContainsFunc(v.turns, func(t Turn) bool { return t.Step == int(step) })
-		}
-		if v.version == 0 || !allOf(v.pending, holds) {
-			delete(c.m, n) // other turns are open: their state is not in the view
+		if v.version == 0 || !holdsAll(v.turns, v.pending) {
+			c.take(n) // other turns are open: their state is not in the view
 			continue
 		}
 		if len(v.last) > maxViewBody {
 			v.last = nil // read when the view is used, not kept meanwhile
 		}
-		c.m[n] = v
+		c.keep(n, v)
 	}
 }
 
-func allOf[T any](s []T, f func(T) bool) bool {
-	for _, x := range s {
-		if !f(x) {
+// holdsAll reports whether turns are every open turn of a thread whose
+// open turns are at steps (none: the thread has nothing to answer).
+func holdsAll(turns []Turn, steps []int32) bool {
+	for _, s := range steps {
+		if !slices.ContainsFunc(turns, func(t Turn) bool { return t.Step == int(s) }) {
 			return false
 		}
 	}
-	return true
+	return len(steps) > 0
 }
 
-// changed keeps the view a change of thread n left (v: the view it was
-// made from; rec: the thread's record as written) when the change handed
+// changed keeps the view change ch of thread n left (v: the view it was
+// made from; st: its statement, with what it wrote) when the change handed
 // every turn it left open to agents waiting on this replica (handoff.go):
 // their answers are the thread's next changes. Its messages go to the
 // message cache, where claimedView finds them. Turns and messages are kept
 // as a read would return them.
-func (c *claimViews) changed(p *Postgres, n uint64, v *ThreadView, ch *ThreadChange, rec []byte) {
-	if ch.Thread.Ended() || len(ch.Thread.Pending) == 0 {
-		c.take(n)
-		return
-	}
+func (c *claimViews) changed(p *Postgres, n uint64, v *ThreadView, ch *ThreadChange, st *changeStmt) {
 	var handed []Turn
 	for _, t := range ch.Turns {
 		if t.State == TurnClaimed {
 			handed = append(handed, storedTurn(t))
 		}
 	}
-	holds := func(wt workflow.Turn) bool {
-		return slices.ContainsFunc(handed, func(t Turn) bool { return t.Step == wt.Step })
-	}
-	if len(handed) == 0 || !allOf(ch.Thread.Pending, holds) {
+	if ch.Thread.Ended() || !holdsAll(handed, st.pending) {
 		c.take(n) // a view this replica kept of the thread is stale now
 		return
 	}
 	msgs := slices.Clip(v.Messages)
-	for _, m := range ch.Messages {
+	for _, data := range st.messages {
 		var stored workflow.Message
-		if data, err := json.Marshal(m); err != nil || json.Unmarshal(data, &stored) != nil {
+		if err := json.Unmarshal(data, &stored); err != nil {
 			c.take(n)
 			return
 		}
@@ -138,12 +124,7 @@ func (c *claimViews) changed(p *Postgres, n uint64, v *ThreadView, ch *ThreadCha
 		steps[i] = int32(m.Step)
 	}
 	p.cacheMessages(n, msgs)
-	pending := make([]int32, len(ch.Thread.Pending))
-	for i, t := range ch.Thread.Pending {
-		pending[i] = int32(t.Step)
-	}
-	slices.SortFunc(handed, func(a, b Turn) int { return a.Step - b.Step })
-	c.keep(n, &claimView{version: int64(v.Thread.Version + 1), pending: pending, record: rec, steps: steps, turns: handed})
+	c.keep(n, &claimView{version: int64(v.Thread.Version + 1), pending: st.pending, record: st.record, steps: steps, turns: handed})
 }
 
 // storedTurn is t as written (its next revision) and read back.
@@ -155,7 +136,10 @@ func storedTurn(t Turn) Turn {
 	return t
 }
 
+// keep keeps v as thread n's view; its turns must be all the thread's
+// open ones (their state is in no other view).
 func (c *claimViews) keep(n uint64, v *claimView) {
+	slices.SortFunc(v.turns, func(a, b Turn) int { return a.Step - b.Step })
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil || len(c.m) >= maxCachedThreads {
@@ -205,11 +189,11 @@ func (p *Postgres) updateFast(ctx context.Context, n uint64, fn func(*ThreadView
 	if err != nil || c == nil {
 		return false, nil
 	}
-	sql, args, rec, err := changeStatement(n, c, v.Thread.Version)
+	st, err := changeStatement(n, c, v.Thread.Version)
 	if err != nil {
 		return true, err
 	}
-	if err := scanChange(p.pool.QueryRow(ctx, sql, args...), c); err != nil {
+	if err := scanChange(p.pool.QueryRow(ctx, st.sql, st.args...), c); err != nil {
 		if ctx.Err() != nil {
 			return true, p.fail("update thread", err)
 		}
@@ -219,7 +203,7 @@ func (p *Postgres) updateFast(ctx context.Context, n uint64, fn func(*ThreadView
 		return false, nil
 	}
 	p.views.fast.Add(1)
-	p.views.changed(p, n, v, c, rec)
+	p.views.changed(p, n, v, c, st)
 	p.publishChange(c, v)
 	return true, p.fail("", nil)
 }

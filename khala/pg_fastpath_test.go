@@ -229,14 +229,14 @@ func TestPostgresStaleChangeTakesNoTurnLock(t *testing.T) {
 		tk := v.Turns[0]
 		tk.State = TurnCancelled
 		c := &ThreadChange{Thread: v.Thread, Turns: []Turn{tk}}
-		sql, args, _, err := changeStatement(n, c, version)
+		st, err := changeStatement(n, c, version)
 		if err != nil {
 			t.Fatal(err)
 		}
 		wctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		start := time.Now()
-		err = scanChange(pg.pool.QueryRow(wctx, sql, args...), c)
+		err = scanChange(pg.pool.QueryRow(wctx, st.sql, st.args...), c)
 		return time.Since(start), err
 	}
 	if took, err := write(v.Thread.Version + 1); !isStale(err) || took > 500*time.Millisecond {

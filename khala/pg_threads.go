@@ -44,12 +44,12 @@ func (p *Postgres) CreateThread(ctx context.Context, c *ThreadChange) error {
 	if !ok {
 		return fmt.Errorf("create thread: bad id %q", c.Thread.ID)
 	}
-	sql, args, _, err := changeStatement(n, c, 0)
+	st, err := changeStatement(n, c, 0)
 	if err != nil {
 		return err
 	}
 	// One statement: its own transaction.
-	err = scanChange(p.pool.QueryRow(ctx, sql, args...), c)
+	err = scanChange(p.pool.QueryRow(ctx, st.sql, st.args...), c)
 	if isStale(err) {
 		return fmt.Errorf("create thread: %s already exists", c.Thread.ID)
 	}
@@ -125,13 +125,13 @@ func (p *Postgres) updateOnce(ctx context.Context, n uint64, fn func(*ThreadView
 		rollback(conn)
 		return v, nil, err
 	}
-	sql, args, rec, err := changeStatement(n, c, v.Thread.Version)
+	st, err := changeStatement(n, c, v.Thread.Version)
 	if err != nil {
 		rollback(conn)
 		return v, nil, err
 	}
 	wb := &pgx.Batch{}
-	wb.Queue(sql, args...)
+	wb.Queue(st.sql, st.args...)
 	wb.Queue("COMMIT")
 	br = conn.SendBatch(ctx, wb)
 	err = scanChange(br.QueryRow(), c)
@@ -148,7 +148,7 @@ func (p *Postgres) updateOnce(ctx context.Context, n uint64, fn func(*ThreadView
 		}
 		return v, nil, p.fail("update thread", err)
 	}
-	p.views.changed(p, n, v, c, rec)
+	p.views.changed(p, n, v, c, st)
 	return v, c, p.fail("", nil)
 }
 
