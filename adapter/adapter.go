@@ -2,7 +2,8 @@ package adapter
 
 import (
 	"context"
-	"time"
+
+	"github.com/nerve-agents/nerve/internal/usage"
 )
 
 // Adapter runs one agent CLI as a subprocess for one turn.
@@ -36,24 +37,9 @@ type Request struct {
 
 // Result is what a successful turn produced.
 type Result struct {
-	Content string `json:"content"`
-	Usage   Usage  `json:"usage"`
+	Content string      `json:"content"`
+	Usage   usage.Usage `json:"usage"`
 	// Truncated reports that the CLI printed more than MaxContentBytes of
 	// content and the rest was dropped (Content then ends with a note).
 	Truncated bool `json:"truncated,omitempty"`
 }
-
-// Usage is what the CLI reported about itself for the turn.
-type Usage struct {
-	Model        string  `json:"model,omitempty"`
-	InputTokens  int64   `json:"input_tokens,omitempty"`
-	OutputTokens int64   `json:"output_tokens,omitempty"`
-	CachedTokens int64   `json:"cached_tokens,omitempty"`
-	CostUSD      float64 `json:"cost_usd,omitempty"`
-	SessionID    string  `json:"session_id,omitempty"`
-	DurationMS   int64   `json:"duration_ms"`
-	ToolErrors   int     `json:"tool_errors,omitempty"`
-}
-
-// Duration returns the turn's wall time.
-func (u Usage) Duration() time.Duration { return time.Duration(u.DurationMS) * time.Millisecond }

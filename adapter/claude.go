@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/nerve-agents/nerve/internal/usage"
 )
 
 // Claude Code (checked against 2.1.330, see testdata/FLAGS.md):
@@ -114,7 +116,7 @@ func (ev *claudeEvent) blocks() []claudeBlock {
 // when the last result event says is_error false: an API error arrives as
 // subtype "success" with is_error true.
 type claudeParser struct {
-	u      Usage
+	u      usage.Usage
 	result *claudeEvent
 }
 
@@ -184,7 +186,7 @@ func claudeFailure(r *claudeEvent) string {
 	return firstLine(msg, 500)
 }
 
-func (p *claudeParser) usage() Usage { return p.u }
+func (p *claudeParser) usage() usage.Usage { return p.u }
 
 // firstLine keeps an error message to one line of at most max bytes.
 func firstLine(s string, max int) string {

@@ -1,6 +1,10 @@
 package adapter
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/nerve-agents/nerve/internal/usage"
+)
 
 // Codex (checked against 0.169.0, see testdata/FLAGS.md):
 //
@@ -78,7 +82,7 @@ type codexEvent struct {
 // agent_message item; the turn succeeded when turn.completed came and no
 // turn.failed after it.
 type codexParser struct {
-	u         Usage
+	u         usage.Usage
 	answer    textBuf
 	completed bool
 	failed    string
@@ -144,4 +148,4 @@ func (p *codexParser) finish(o outcome) (string, bool, string) {
 	}
 }
 
-func (p *codexParser) usage() Usage { return p.u }
+func (p *codexParser) usage() usage.Usage { return p.u }

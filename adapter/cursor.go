@@ -3,6 +3,8 @@ package adapter
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/nerve-agents/nerve/internal/usage"
 )
 
 // Cursor's agent CLI. It is not on npm, so its flags are taken from
@@ -44,7 +46,7 @@ type cursorEvent struct {
 // started/completed, and a final result. On failure Cursor exits non-zero
 // and may print no result at all.
 type cursorParser struct {
-	u      Usage
+	u      usage.Usage
 	text   textBuf // assistant text, in case the result carries none
 	result *claudeEvent
 }
@@ -110,4 +112,4 @@ func (p *cursorParser) finish(o outcome) (string, bool, string) {
 	return t.String(), t.truncated, ""
 }
 
-func (p *cursorParser) usage() Usage { return p.u }
+func (p *cursorParser) usage() usage.Usage { return p.u }

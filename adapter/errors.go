@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/nerve-agents/nerve/internal/usage"
 )
 
 // Sentinels that an *Error unwraps to, so callers can tell the kinds of
@@ -37,7 +39,7 @@ type Error struct {
 	Hint string
 	// Usage is what the CLI reported before it failed, so tokens spent on
 	// a failed turn are still counted; nil when nothing was reported.
-	Usage *Usage
+	Usage *usage.Usage
 	// Err is the underlying cause (ErrNotFound, ErrTimeout,
 	// context.Canceled, an exec error), if any.
 	Err error

@@ -1,6 +1,10 @@
 package adapter
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/nerve-agents/nerve/internal/usage"
+)
 
 // promptPlaceholder in an exec command's arguments is replaced by the
 // prompt; stdin is then /dev/null instead of the prompt.
@@ -54,4 +58,4 @@ func (p *textParser) finish(o outcome) (string, bool, string) {
 	return p.text.String(), p.text.truncated, ""
 }
 
-func (p *textParser) usage() Usage { return Usage{} }
+func (p *textParser) usage() usage.Usage { return usage.Usage{} }

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/nerve-agents/nerve/internal/usage"
 )
 
 // Gemini CLI (checked against 0.61.0, see testdata/FLAGS.md):
@@ -102,7 +104,7 @@ type geminiEvent struct {
 // deltas concatenated; only a final result with status success counts.
 // SIGTERM makes Gemini exit 0 with no result, so the exit code is ignored.
 type geminiParser struct {
-	u         Usage
+	u         usage.Usage
 	text      textBuf
 	result    *geminiEvent
 	lastError string
@@ -162,4 +164,4 @@ func (p *geminiParser) finish(o outcome) (string, bool, string) {
 	return p.text.String(), p.text.truncated, ""
 }
 
-func (p *geminiParser) usage() Usage { return p.u }
+func (p *geminiParser) usage() usage.Usage { return p.u }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/internal/yamlfile"
 )
 
 func TestTypesAndBuiltin(t *testing.T) {
@@ -73,7 +74,7 @@ func TestInspectDefaults(t *testing.T) {
 	}{
 		{"claude", config.Adapter{}, Info{Name: "claude", Type: "claude", Binary: "claude", Permissions: "workspace", Timeout: 30 * time.Minute}},
 		{"cursor", config.Adapter{}, Info{Name: "cursor", Type: "cursor", Binary: "cursor-agent", Permissions: "workspace", Timeout: 30 * time.Minute}},
-		{"fast", config.Adapter{Type: "gemini", Model: "m", Timeout: config.Duration(2 * time.Minute), Binary: "/opt/gemini"},
+		{"fast", config.Adapter{Type: "gemini", Model: "m", Timeout: yamlfile.Duration(2 * time.Minute), Binary: "/opt/gemini"},
 			Info{Name: "fast", Type: "gemini", Binary: "/opt/gemini", Permissions: "workspace", Timeout: 2 * time.Minute, Model: "m"}},
 		{"bot", config.Adapter{Type: "exec", Command: []string{"./review"}, Permissions: "full"},
 			Info{Name: "bot", Type: "exec", Binary: "./review", Permissions: "full", Timeout: 10 * time.Minute}},

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/internal/usage"
 )
 
 // Process timing. Variables, not constants, so tests of this package can
@@ -50,7 +51,7 @@ type parser interface {
 	line(line []byte, cut bool)
 	// finish returns the content, or a non-empty failure reason.
 	finish(o outcome) (content string, truncated bool, reason string)
-	usage() Usage
+	usage() usage.Usage
 }
 
 // outcome is what the runner knows when the CLI has exited.
@@ -209,13 +210,13 @@ func (a *cliAdapter) execute(ctx context.Context, req Request, inv *invocation, 
 		e.Reason, e.Err = "wait: "+waitErr.Error(), waitErr
 		return nil, e
 	}
-	usage := inv.parser.usage()
-	usage.DurationMS = time.Since(start).Milliseconds()
-	if usage.Model == "" {
-		usage.Model = a.cfg.Model
+	u := inv.parser.usage()
+	u.DurationMS = time.Since(start).Milliseconds()
+	if u.Model == "" {
+		u.Model = a.cfg.Model
 	}
 	if killed.Load() {
-		e.Usage = &usage
+		e.Usage = &u
 		if cause := context.Cause(runCtx); errors.Is(cause, ErrTimeout) {
 			e.Reason, e.Err = fmt.Sprintf("timed out after %s", a.info.Timeout), ErrTimeout
 		} else {
@@ -225,10 +226,10 @@ func (a *cliAdapter) execute(ctx context.Context, req Request, inv *invocation, 
 	}
 	content, truncated, reason := inv.parser.finish(o)
 	if reason != "" {
-		e.Reason, e.Usage = reason, &usage
+		e.Reason, e.Usage = reason, &u
 		return nil, e
 	}
-	return &Result{Content: content, Usage: usage, Truncated: truncated}, nil
+	return &Result{Content: content, Usage: u, Truncated: truncated}, nil
 }
 
 // signalGroup signals the process group led by pid. ESRCH (the group is

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/internal/yamlfile"
 )
 
 func TestMissingBinary(t *testing.T) {
@@ -125,7 +126,7 @@ func TestTimeoutKillsGroup(t *testing.T) {
 		t.Run("ignore_term="+ignoreTerm, func(t *testing.T) {
 			pidfile := filepath.Join(t.TempDir(), "pids")
 			c := fake(t, "codex", "hang", map[string]string{"FAKE_CLI_PIDFILE": pidfile, "FAKE_CLI_IGNORE_TERM": ignoreTerm})
-			c.Timeout = config.Duration(time.Second)
+			c.Timeout = yamlfile.Duration(time.Second)
 			_, err := runFake(t, "codex", c, Request{})
 			leader, grandchild := readPids(t, pidfile)
 			e := asError(t, err, "codex")

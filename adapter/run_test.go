@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/internal/usage"
 )
 
 // fake returns a config for adapter type typ whose binary is the fake CLI
@@ -71,29 +72,29 @@ func TestSuccess(t *testing.T) {
 		prefix          bool // want.Content is a prefix
 	}{
 		// Captured from the real CLIs (testdata/FLAGS.md).
-		{"claude", "claude", "claude-success.jsonl", Result{Content: "Hello from the stub model.", Usage: Usage{
+		{"claude", "claude", "claude-success.jsonl", Result{Content: "Hello from the stub model.", Usage: usage.Usage{
 			Model: "claude-opus-5-5", InputTokens: 120, OutputTokens: 7, CostUSD: 0.00062,
 			SessionID: "f2dd3452-0d71-490f-8557-390fe20fa42b"}}, false},
-		{"claude tool denied", "claude", "claude-tool-denied.jsonl", Result{Content: denied, Usage: Usage{
+		{"claude tool denied", "claude", "claude-tool-denied.jsonl", Result{Content: denied, Usage: usage.Usage{
 			Model: "claude-opus-5-5", InputTokens: 240, OutputTokens: 16, CostUSD: 0.0012799999999999999,
 			SessionID: "4c9d5b94-ec5f-4716-b016-deda79217738", ToolErrors: 1}}, true},
-		{"codex", "codex", "codex-success.jsonl", Result{Content: "Tool said: Chunk ID: 44c15a\nWall time: 0.0000 seconds\nProcess exited with code 2\n", Usage: Usage{
+		{"codex", "codex", "codex-success.jsonl", Result{Content: "Tool said: Chunk ID: 44c15a\nWall time: 0.0000 seconds\nProcess exited with code 2\n", Usage: usage.Usage{
 			Model: "gpt-test", InputTokens: 240, OutputTokens: 14,
 			SessionID: "01a20940-eb26-79e0-b76f-79808d1516ae", ToolErrors: 1}}, true},
-		{"gemini", "gemini", "gemini-success.jsonl", Result{Content: "Hello from the stub model.", Usage: Usage{
+		{"gemini", "gemini", "gemini-success.jsonl", Result{Content: "Hello from the stub model.", Usage: usage.Usage{
 			Model: "gemini-3.8-flash", InputTokens: 130, OutputTokens: 12,
 			SessionID: "45de690a-0827-473c-8cd3-9a1c4708526f"}}, false},
-		{"gemini tool denied", "gemini", "gemini-tool-denied.jsonl", Result{Content: "Tool said: {\"id\":\"run_shell_command_1795451603159_0\"", Usage: Usage{
+		{"gemini tool denied", "gemini", "gemini-tool-denied.jsonl", Result{Content: "Tool said: {\"id\":\"run_shell_command_1795451603159_0\"", Usage: usage.Usage{
 			Model: "gemini-3.8-flash", InputTokens: 240, OutputTokens: 14,
 			SessionID: "2f4a78c1-081e-4f34-89df-b8208dcdc87d", ToolErrors: 1}}, true},
 		// Transcribed from CLIS.md and Cursor's and Hermes' documentation.
-		{"codex last message wins", "codex", "codex-multi.jsonl", Result{Content: "Here is the result:\n\n```json\n{\"verdict\": \"approve\"}\n```\n", Usage: Usage{
+		{"codex last message wins", "codex", "codex-multi.jsonl", Result{Content: "Here is the result:\n\n```json\n{\"verdict\": \"approve\"}\n```\n", Usage: usage.Usage{
 			Model: "gpt-test", InputTokens: 120, OutputTokens: 7, CachedTokens: 40,
 			SessionID: "01a20870-a770-7f50-bd0b-8b47adb040d7", ToolErrors: 1}}, false},
-		{"cursor", "cursor", "cursor-success.jsonl", Result{Content: "Hello from the stub model.", Usage: Usage{
+		{"cursor", "cursor", "cursor-success.jsonl", Result{Content: "Hello from the stub model.", Usage: usage.Usage{
 			Model: "Claude 4 Sonnet", SessionID: "c6b62c6f-7ead-4fd6-9922-e952131177ff", ToolErrors: 1}}, false},
-		{"hermes", "hermes", "hermes-success.txt", Result{Content: "Hello from hermes.\n\nSecond paragraph.", Usage: Usage{Model: "gpt-test"}}, false},
-		{"exec", "exec", "hermes-success.txt", Result{Content: "Hello from hermes.\n\nSecond paragraph.", Usage: Usage{Model: "gpt-test"}}, false},
+		{"hermes", "hermes", "hermes-success.txt", Result{Content: "Hello from hermes.\n\nSecond paragraph.", Usage: usage.Usage{Model: "gpt-test"}}, false},
+		{"exec", "exec", "hermes-success.txt", Result{Content: "Hello from hermes.\n\nSecond paragraph.", Usage: usage.Usage{Model: "gpt-test"}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

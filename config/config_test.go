@@ -11,6 +11,7 @@ import (
 
 	nerve "github.com/nerve-agents/nerve"
 	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/internal/yamlfile"
 )
 
 func load(t *testing.T, yaml string, env map[string]string) (*config.Config, error) {
@@ -111,8 +112,8 @@ func TestBadFiles(t *testing.T) {
 			if !strings.Contains(err.Error(), "nerve.yaml:") {
 				t.Fatalf("error %q does not name the file", err)
 			}
-			var fe *config.FileError
-			var fes config.FileErrors
+			var fe *yamlfile.Error
+			var fes yamlfile.Errors
 			line := 0
 			if errors.As(err, &fes) {
 				line = fes[0].Line
@@ -132,7 +133,7 @@ func TestBadFiles(t *testing.T) {
 
 func TestAllProblemsInOneRun(t *testing.T) {
 	_, err := load(t, "agent:\n  max_concurrent_turns: 0\nlog:\n  level: loud\n", nil)
-	var fes config.FileErrors
+	var fes yamlfile.Errors
 	if !errors.As(err, &fes) || len(fes) != 2 {
 		t.Fatalf("want 2 problems, got %v", err)
 	}

@@ -8,6 +8,9 @@ import (
 	"os"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/nerve-agents/nerve/internal/atomicfile"
+	"github.com/nerve-agents/nerve/internal/yamlfile"
 )
 
 // SetRemote adds or changes remotes.NAME.url in the nerve.yaml at path,
@@ -52,14 +55,14 @@ func editFile(path string, edit func(doc *yaml.Node) error) error {
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return yamlSyntaxError(path, err)
+		return yamlfile.SyntaxError(path, err)
 	}
 	if len(root.Content) == 0 {
 		root = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode}}}
 	}
 	doc := root.Content[0]
 	if doc.Kind != yaml.MappingNode {
-		return &FileError{File: path, Msg: "the top level must be a mapping"}
+		return &yamlfile.Error{File: path, Msg: "the top level must be a mapping"}
 	}
 	if err := edit(doc); err != nil {
 		return err
@@ -71,10 +74,10 @@ func editFile(path string, edit func(doc *yaml.Node) error) error {
 		return err
 	}
 	var probe Config
-	if _, err := DecodeStrict(path, b.Bytes(), &probe); err != nil {
+	if _, err := yamlfile.Decode(path, b.Bytes(), &probe); err != nil {
 		return fmt.Errorf("refusing to write %s: %w", path, err)
 	}
-	return WriteFileAtomic(path, b.Bytes(), 0o600)
+	return atomicfile.WriteFile(path, b.Bytes(), 0o600)
 }
 
 func mappingAt(doc *yaml.Node, key string, create bool) *yaml.Node {

@@ -3,11 +3,11 @@ package config
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"text/template"
+
+	"github.com/nerve-agents/nerve/internal/atomicfile"
 )
 
 var initialTmpl = template.Must(template.New("nerve.yaml").Parse(`# nerve.yaml of {{.Name}}, written by 'nerve init'. Every key is optional;
@@ -54,36 +54,8 @@ func WriteInitial(path, name string) (bool, error) {
 	if err := initialTmpl.Execute(&b, struct{ Name string }{name}); err != nil {
 		return false, err
 	}
-	if err := WriteFileAtomic(path, b.Bytes(), 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, b.Bytes(), 0o600); err != nil {
 		return false, err
 	}
 	return true, nil
-}
-
-// WriteFileAtomic writes data to path so that readers see the old file or
-// the new one, never a part: a temp file in the same directory, synced,
-// then renamed over path.
-func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename this fails harmlessly
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

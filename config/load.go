@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/nerve-agents/nerve/internal/yamlfile"
 )
 
 // LoadOptions says where nerve.yaml comes from and what may override it.
@@ -38,8 +40,8 @@ func Defaults(home string) *Config {
 		Adapters: map[string]Adapter{"example": {Type: "exec", Command: []string{"nerve", "example-agent"}}},
 		Log:      Log{Level: "info", Format: "text"},
 		Daemon: Daemon{
-			ShutdownGrace: Duration(10 * time.Second),
-			StallAfter:    Duration(60 * time.Second),
+			ShutdownGrace: yamlfile.Duration(10 * time.Second),
+			StallAfter:    yamlfile.Duration(60 * time.Second),
 		},
 		Home: home,
 	}
@@ -60,20 +62,20 @@ func Load(opts LoadOptions) (*Config, error) {
 	if !explicit {
 		file = Paths{home}.Config()
 	}
-	lines := Lines{}
+	lines := yamlfile.Lines{}
 	data, err := os.ReadFile(file)
 	switch {
 	case err == nil:
 		cfg.File = file
-		if lines, err = DecodeStrict(file, data, cfg); err != nil {
+		if lines, err = yamlfile.Decode(file, data, cfg); err != nil {
 			return nil, err
 		}
 	case errors.Is(err, fs.ErrNotExist) && !explicit:
 		// No nerve.yaml: the embedded defaults are the whole config.
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, &FileError{File: file, Msg: "no such file"}
+		return nil, &yamlfile.Error{File: file, Msg: "no such file"}
 	default:
-		return nil, &FileError{File: file, Msg: err.Error()}
+		return nil, &yamlfile.Error{File: file, Msg: err.Error()}
 	}
 	if err := overlay(cfg, getenv, opts.Flags); err != nil {
 		return nil, err
@@ -148,7 +150,7 @@ func overlay(cfg *Config, getenv func(string) string, flags *pflag.FlagSet) erro
 	set("log.format", func(s string) error { cfg.Log.Format = s; return nil })
 	set("daemon.shutdown_grace", func(s string) error {
 		d, e := time.ParseDuration(s)
-		cfg.Daemon.ShutdownGrace = Duration(d)
+		cfg.Daemon.ShutdownGrace = yamlfile.Duration(d)
 		return e
 	})
 	if err != nil {

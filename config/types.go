@@ -1,11 +1,6 @@
 package config
 
-import (
-	"fmt"
-	"time"
-
-	"gopkg.in/yaml.v3"
-)
+import "github.com/nerve-agents/nerve/internal/yamlfile"
 
 // Config is the whole of nerve.yaml after defaults, file, environment and
 // flags have been merged. Every section of the schema is parsed, even those
@@ -47,7 +42,7 @@ type Adapter struct {
 	Command     []string          `yaml:"command" json:"command,omitempty"`
 	Binary      string            `yaml:"binary" json:"binary,omitempty"`
 	Model       string            `yaml:"model" json:"model,omitempty"`
-	Timeout     Duration          `yaml:"timeout" json:"timeout,omitempty"`
+	Timeout     yamlfile.Duration `yaml:"timeout" json:"timeout,omitempty"`
 	Permissions string            `yaml:"permissions" json:"permissions,omitempty"`
 	Env         map[string]string `yaml:"env" json:"env,omitempty"`
 	Args        []string          `yaml:"args" json:"args,omitempty"`
@@ -55,13 +50,13 @@ type Adapter struct {
 
 // Sense turns the outside world into signals.
 type Sense struct {
-	Name      string   `yaml:"name" json:"name"`
-	Kind      string   `yaml:"kind" json:"kind"`
-	Remote    string   `yaml:"remote" json:"remote,omitempty"`
-	Workflows []string `yaml:"workflows" json:"workflows,omitempty"`
-	Roles     []string `yaml:"roles" json:"roles,omitempty"`
-	Every     Duration `yaml:"every" json:"every,omitempty"`
-	Paths     []string `yaml:"paths" json:"paths,omitempty"`
+	Name      string            `yaml:"name" json:"name"`
+	Kind      string            `yaml:"kind" json:"kind"`
+	Remote    string            `yaml:"remote" json:"remote,omitempty"`
+	Workflows []string          `yaml:"workflows" json:"workflows,omitempty"`
+	Roles     []string          `yaml:"roles" json:"roles,omitempty"`
+	Every     yamlfile.Duration `yaml:"every" json:"every,omitempty"`
+	Paths     []string          `yaml:"paths" json:"paths,omitempty"`
 }
 
 // Reflex is a rule from a sense's signals to an action.
@@ -77,10 +72,10 @@ type Reflex struct {
 // embeddings). The key is read from the named environment variable, never
 // stored in nerve.yaml.
 type Endpoint struct {
-	BaseURL   string   `yaml:"base_url" json:"base_url"`
-	Model     string   `yaml:"model" json:"model"`
-	APIKeyEnv string   `yaml:"api_key_env" json:"api_key_env,omitempty"`
-	Timeout   Duration `yaml:"timeout" json:"timeout,omitempty"`
+	BaseURL   string            `yaml:"base_url" json:"base_url"`
+	Model     string            `yaml:"model" json:"model"`
+	APIKeyEnv string            `yaml:"api_key_env" json:"api_key_env,omitempty"`
+	Timeout   yamlfile.Duration `yaml:"timeout" json:"timeout,omitempty"`
 }
 
 // Log configures the daemon's structured logger.
@@ -93,44 +88,17 @@ type Log struct {
 type Daemon struct {
 	// ShutdownGrace is how long running turns may finish after SIGTERM
 	// before their process groups are killed.
-	ShutdownGrace Duration `yaml:"shutdown_grace" json:"shutdown_grace"`
+	ShutdownGrace yamlfile.Duration `yaml:"shutdown_grace" json:"shutdown_grace"`
 	// StallAfter is how long a running adapter may stay silent before a
 	// stall detection is raised.
-	StallAfter Duration `yaml:"stall_after" json:"stall_after"`
+	StallAfter yamlfile.Duration `yaml:"stall_after" json:"stall_after"`
 }
 
-// Duration is a time.Duration written as "20m" or "1h30m" in YAML.
-type Duration time.Duration
-
-// D returns the value as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-func (d Duration) String() string { return time.Duration(d).String() }
-
-// UnmarshalYAML accepts Go duration strings ("90s", "20m").
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	// A *yaml.TypeError keeps the line; a plain error would lose it.
-	bad := func(format string, a ...any) error {
-		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: ", n.Line) + fmt.Sprintf(format, a...)}}
-	}
-	if n.Kind != yaml.ScalarNode {
-		return bad("want a duration such as 90s or 20m")
-	}
-	v, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return bad("%q is not a duration (want e.g. 90s, 20m, 1h)", n.Value)
-	}
-	if v < 0 {
-		return bad("%q: a duration cannot be negative", n.Value)
-	}
-	*d = Duration(v)
-	return nil
+// RemoteURL returns the URL of the named remote.
+func (c *Config) RemoteURL(name string) (string, bool) {
+	r, ok := c.Remotes[name]
+	return r.URL, ok
 }
 
-// MarshalYAML writes the duration as a string.
-func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
-
-// MarshalJSON writes the duration as a string.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + time.Duration(d).String() + `"`), nil
-}
+// NerveHome returns NERVE_HOME, where the remotes' tokens are kept.
+func (c *Config) NerveHome() string { return c.Home }

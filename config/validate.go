@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/nerve-agents/nerve/internal/yamlfile"
 )
 
 // AdapterTypes are the built-in adapter kinds. A key of adapters: that is
@@ -26,7 +28,7 @@ var (
 
 // Validate checks the merged configuration and returns every problem, each
 // located in the file when lines knows where the field was written.
-func Validate(cfg *Config, lines Lines) FileErrors {
+func Validate(cfg *Config, lines yamlfile.Lines) yamlfile.Errors {
 	v := &validator{file: cfg.File, lines: lines}
 	if v.file == "" {
 		v.file = "nerve.yaml"
@@ -137,12 +139,12 @@ func (c *Config) AdapterConfig(name string) (Adapter, bool) {
 
 type validator struct {
 	file  string
-	lines Lines
-	errs  FileErrors
+	lines yamlfile.Lines
+	errs  yamlfile.Errors
 }
 
 func (v *validator) add(field, format string, a ...any) {
-	v.errs = append(v.errs, &FileError{File: v.file, Line: v.lines.Line(field), Field: field, Msg: fmt.Sprintf(format, a...)})
+	v.errs = append(v.errs, &yamlfile.Error{File: v.file, Line: v.lines.Line(field), Field: field, Msg: fmt.Sprintf(format, a...)})
 }
 
 func (v *validator) adapter(name string, a Adapter) {

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/nerve-agents/nerve/remote"
+	"github.com/nerve-agents/nerve/khala/api"
 )
 
 // claimRecord is a remote turn this daemon holds, kept in
@@ -16,10 +16,10 @@ import (
 // the daemon's death, not the machine's, and if it is lost the lease runs
 // out and the turn is re-queued anyway, only later.
 type claimRecord struct {
-	Remote    string      `json:"remote"`
-	Turn      remote.Turn `json:"turn"`
-	Adapter   string      `json:"adapter"`
-	StartedAt time.Time   `json:"started_at"`
+	Remote    string    `json:"remote"`
+	Turn      api.Turn  `json:"turn"`
+	Adapter   string    `json:"adapter"`
+	StartedAt time.Time `json:"started_at"`
 }
 
 func (r *runner) claimsDir() string { return filepath.Join(r.d.paths.Home, "claims") }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/khala"
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -64,14 +65,14 @@ roles:
 
 // claimStep claims the queued turn of the given step (both of a pair are
 // queued: the other is released again).
-func claimStep(t *testing.T, cl *remote.Client, step int) remote.Turn {
+func claimStep(t *testing.T, cl *remote.Client, step int) api.Turn {
 	t.Helper()
 	ctx := context.Background()
-	got, err := cl.Claim(ctx, remote.ClaimRequest{Max: 2}, time.Second)
+	got, err := cl.Claim(ctx, api.ClaimRequest{Max: 2}, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want *remote.Turn
+	var want *api.Turn
 	for i := range got {
 		if got[i].Step == step {
 			want = &got[i]
@@ -105,9 +106,9 @@ func TestHistoriesFetchOnlyWhatIsMissing(t *testing.T) {
 	h := newHistories(nil)
 	const key = "origin--pairs--thread"
 	names := map[*remote.Client]string{a: "a", b: "b"}
-	answer := func(cl *remote.Client, tk remote.Turn, add bool) {
+	answer := func(cl *remote.Client, tk api.Turn, add bool) {
 		t.Helper()
-		resp := remote.Response{Claim: tk.Claim, Content: "answer " + tk.Turn}
+		resp := api.Response{Claim: tk.Claim, Content: "answer " + tk.Turn}
 		ans, err := cl.Respond(ctx, tk.Turn, resp)
 		if err != nil {
 			t.Fatal(err)

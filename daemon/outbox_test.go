@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/khala"
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/store"
 	"github.com/nerve-agents/nerve/workflow"
@@ -82,9 +84,9 @@ func TestOutboxDeliversAfterTheRemoteReturns(t *testing.T) {
 		}
 		threads[id] = true
 	}
-	var turns []remote.Turn
+	var turns []api.Turn
 	for len(turns) < n {
-		got, err := cl.Claim(ctx, remote.ClaimRequest{Max: 100}, time.Second)
+		got, err := cl.Claim(ctx, api.ClaimRequest{Max: 100}, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +104,7 @@ func TestOutboxDeliversAfterTheRemoteReturns(t *testing.T) {
 	}
 	for _, tt := range turns {
 		if _, err := st.Enqueue(store.OutboxItem{Remote: "origin", Turn: tt.Turn, Thread: tt.Thread,
-			Response: remote.Response{Claim: tt.Claim, Content: "answer " + tt.Thread}}); err != nil {
+			Response: api.Response{Claim: tt.Claim, Content: "answer " + tt.Thread}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/adapter"
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/store"
 	"github.com/nerve-agents/nerve/workflow"
@@ -21,7 +22,7 @@ var errClaimLost = errors.New("claim lost")
 // RunTurn runs a claimed remote turn (a do: turn reflex): claim recorded,
 // adapter run with heartbeats while it lives, answer extracted and put in
 // the outbox before it is sent. It returns at once; done frees the slot.
-func (r *runner) RunTurn(remoteName string, t remote.Turn, adapterName string, done func()) {
+func (r *runner) RunTurn(remoteName string, t api.Turn, adapterName string, done func()) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -31,12 +32,12 @@ func (r *runner) RunTurn(remoteName string, t remote.Turn, adapterName string, d
 }
 
 // ReleaseTurn gives a claimed turn back to the queue.
-func (r *runner) ReleaseTurn(remoteName string, t remote.Turn, done func()) {
+func (r *runner) ReleaseTurn(remoteName string, t api.Turn, done func()) {
 	defer done()
 	r.release(remoteName, t)
 }
 
-func (r *runner) release(remoteName string, t remote.Turn) {
+func (r *runner) release(remoteName string, t api.Turn) {
 	cl, err := remote.ForConfig(r.d.config(), remoteName)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -54,7 +55,7 @@ func (r *runner) release(remoteName string, t remote.Turn) {
 // while the answer is made durable and delivered: parked on the server
 // before the answer arrives, it is handed the thread's next turn in the
 // answer's own commit.
-func (r *runner) runRemoteTurn(remoteName string, t remote.Turn, adapterName string, done func()) {
+func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string, done func()) {
 	start := time.Now()
 	cfg := r.d.config()
 	cl, err := remote.ForConfig(cfg, remoteName)
@@ -105,16 +106,16 @@ func (r *runner) runRemoteTurn(remoteName string, t remote.Turn, adapterName str
 }
 
 // historyKey names a remote thread's cached history and its snapshot.
-func historyKey(remoteName string, t remote.Turn) string {
+func historyKey(remoteName string, t api.Turn) string {
 	return remoteName + "--" + t.Workflow + "--" + t.Thread
 }
 
 // execRemote runs the adapter for a remote turn; ok is false when the
 // turn was interrupted (claim lost, shutdown) and has no answer.
-func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName string, t remote.Turn, adapterName string) (remote.Response, bool) {
+func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName string, t api.Turn, adapterName string) (api.Response, bool) {
 	cfg := r.d.config()
-	resp := remote.Response{Claim: t.Claim, Adapter: adapterName}
-	fail := func(kind string, err error) (remote.Response, bool) {
+	resp := api.Response{Claim: t.Claim, Adapter: adapterName}
+	fail := func(kind string, err error) (api.Response, bool) {
 		resp.Error = &workflow.MessageError{Kind: kind, Message: err.Error()}
 		return resp, true
 	}
@@ -172,7 +173,7 @@ func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName s
 	}
 	resp.Content, resp.Usage = res.Content, &res.Usage
 	if role := <-roleCh; role != nil {
-		x := &workflow.Extractor{Endpoint: cfg.Extract}
+		x := &workflow.Extractor{Endpoint: repairEndpoint(cfg.Extract)}
 		meta, err := x.Extract(ctx, role, res.Content)
 		if err != nil {
 			resp.Error = &workflow.MessageError{Kind: "extract", Message: err.Error()}
@@ -184,7 +185,7 @@ func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName s
 
 // heartbeat renews the lease about three times per lease while the turn
 // runs; a lost claim or a cancelled thread cancels the turn.
-func (r *runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, cl *remote.Client, t remote.Turn) <-chan struct{} {
+func (r *runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, cl *remote.Client, t api.Turn) <-chan struct{} {
 	done := make(chan struct{})
 	lease := time.Until(t.LeaseExpires)
 	if lease <= 0 {
@@ -231,7 +232,7 @@ type remoteDefs struct {
 
 // remoteRole returns the role's definition, or nil when the workflow
 // cannot be read (then no structured output is extracted).
-func (d *Daemon) remoteRole(ctx context.Context, cl *remote.Client, remoteName string, t remote.Turn) *workflow.Role {
+func (d *Daemon) remoteRole(ctx context.Context, cl *remote.Client, remoteName string, t api.Turn) *workflow.Role {
 	thread := historyKey(remoteName, t)
 	d.rdefs.mu.Lock()
 	def := d.rdefs.byThread[thread]

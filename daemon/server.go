@@ -12,6 +12,7 @@ import (
 
 	"github.com/nerve-agents/nerve/adapter"
 	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/internal/yamlfile"
 	"github.com/nerve-agents/nerve/store"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -226,8 +227,8 @@ func writeErr(w http.ResponseWriter, err error) {
 	var (
 		ue  *usageErr
 		nf  *workflow.NotFoundError
-		fe  *config.FileError
-		fes config.FileErrors
+		fe  *yamlfile.Error
+		fes yamlfile.Errors
 		ie  *workflow.InputError
 	)
 	switch {

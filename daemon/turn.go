@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/adapter"
+	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -97,7 +98,7 @@ func (r *runner) runTurn(ctx context.Context, t *workflow.Thread, d *workflow.De
 	if res.Usage.ToolErrors >= toolErrorThreshold {
 		r.detect(t.ID, turn, role.Adapter, "errors", fmt.Sprintf("%d tool errors reported by %s", res.Usage.ToolErrors, role.Adapter))
 	}
-	x := &workflow.Extractor{Endpoint: cfg.Extract}
+	x := &workflow.Extractor{Endpoint: repairEndpoint(cfg.Extract)}
 	meta, err := x.Extract(ctx, role, res.Content)
 	if err != nil {
 		r.detect(t.ID, turn, role.Adapter, "malformed", err.Error())
@@ -157,4 +158,13 @@ func (r *runner) pathWithNerve() string {
 		return path
 	}
 	return dir + string(os.PathListSeparator) + path
+}
+
+// repairEndpoint is nerve.yaml's extract section as the extractor takes
+// it; nil when unset.
+func repairEndpoint(e *config.Endpoint) *workflow.Endpoint {
+	if e == nil {
+		return nil
+	}
+	return &workflow.Endpoint{BaseURL: e.BaseURL, Model: e.Model, APIKeyEnv: e.APIKeyEnv, Timeout: e.Timeout.D()}
 }

@@ -8,8 +8,9 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/nerve-agents/nerve/workflow"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/nerve-agents/nerve/workflow"
 )
 
 // NextThreadID implements Storage.

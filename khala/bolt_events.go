@@ -9,8 +9,9 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/nerve-agents/nerve/workflow"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/nerve-agents/nerve/workflow"
 )
 
 // maxIndexedThreads bounds the threads whose event positions are kept.

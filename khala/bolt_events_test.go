@@ -6,8 +6,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/nerve-agents/nerve/workflow"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/nerve-agents/nerve/workflow"
 )
 
 // scanSeqs lists a thread's event numbers straight from the file.

@@ -8,8 +8,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nerve-agents/nerve/workflow"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/nerve-agents/nerve/workflow"
 )
 
 // Claim implements Storage.

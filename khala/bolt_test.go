@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nerve-agents/nerve/workflow"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/nerve-agents/nerve/workflow"
 )
 
 func openTestBolt(t *testing.T) *Bolt {

@@ -9,7 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nerve-agents/nerve/adapter"
+	"github.com/nerve-agents/nerve/internal/usage"
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -20,57 +21,9 @@ const (
 	maxFilter = 100
 )
 
-type claimRequest struct {
-	Max       int      `json:"max"`
-	Wait      duration `json:"wait"`
-	Workflows []string `json:"workflows"`
-	Roles     []string `json:"roles"`
-}
-
-// duration is "30s", or a number of seconds.
-type duration time.Duration
-
-func (d *duration) UnmarshalJSON(b []byte) error {
-	if bytes.Equal(b, []byte("null")) {
-		return nil
-	}
-	var s string
-	if err := json.Unmarshal(b, &s); err == nil {
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			return badRequest("wait %q: want a duration such as 30s", s)
-		}
-		*d = duration(v)
-		return nil
-	}
-	var secs float64
-	if err := json.Unmarshal(b, &secs); err != nil {
-		return badRequest("wait: want a duration such as \"30s\" or a number of seconds")
-	}
-	if secs > 1e6 {
-		secs = 1e6 // clamped below anyway; avoids overflow
-	}
-	*d = duration(secs * float64(time.Second))
-	return nil
-}
-
-// claimJSON is one leased turn: everything an agent needs to run it.
-type claimJSON struct {
-	Turn         string    `json:"turn"`
-	Claim        string    `json:"claim"`
-	Thread       string    `json:"thread"`
-	Workflow     string    `json:"workflow"`
-	Role         string    `json:"role"`
-	Prompt       string    `json:"prompt"`
-	Instruction  string    `json:"instruction"`
-	Step         int       `json:"step"`
-	Attempt      int       `json:"attempt"`
-	LeaseExpires time.Time `json:"lease_expires_at"`
-}
-
 func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, a Agent) {
 	start := time.Now()
-	var req claimRequest
+	var req api.ClaimRequest
 	if err := decodeJSON(r, &req, true); err != nil {
 		s.fail(w, r, err)
 		return
@@ -137,11 +90,11 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, a Agent) {
 		s.giveBack(turns) // the agent is gone
 		return
 	}
-	out := make([]claimJSON, 0, len(turns))
+	out := make([]api.Turn, 0, len(turns))
 	for _, t := range turns {
 		s.metrics.claimWait.observe(max(q.Now.Sub(t.QueuedAt), 0))
 		s.sweep.poke(t.LeaseExpires)
-		out = append(out, claimJSON{Turn: t.ID, Claim: t.Claim, Thread: t.Thread, Workflow: t.Workflow, Role: t.Role,
+		out = append(out, api.Turn{Turn: t.ID, Claim: t.Claim, Thread: t.Thread, Workflow: t.Workflow, Role: t.Role,
 			Prompt: t.Prompt, Instruction: t.Instruction, Step: t.Step, Attempt: t.Attempt, LeaseExpires: t.LeaseExpires})
 	}
 	s.metrics.turnsClaimed.Add(int64(len(turns)))
@@ -202,7 +155,7 @@ type responseRequest struct {
 	Meta    json.RawMessage `json:"meta"`
 	Error   json.RawMessage `json:"error"`
 	Adapter string          `json:"adapter"`
-	Usage   *adapter.Usage  `json:"usage"`
+	Usage   *usage.Usage    `json:"usage"`
 }
 
 // message checks the answer's parts and returns it as a message.

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -21,7 +22,7 @@ func testHandoff(t *testing.T, bk backend) {
 	first := author.claimOne()
 
 	type result struct {
-		turns []claimJSON
+		turns []api.Turn
 		took  time.Duration
 	}
 	poll := func(c *client, req map[string]any) <-chan result {

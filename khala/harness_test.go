@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -254,15 +255,15 @@ func (c *client) start(wf string, input map[string]any, webhook string) string {
 	return out.Thread
 }
 
-func (c *client) claim(req map[string]any) []claimJSON {
+func (c *client) claim(req map[string]any) []api.Turn {
 	c.ts.t.Helper()
-	var out []claimJSON
+	var out []api.Turn
 	c.must("POST", "/v1/turns/claim", req, 200, &out)
 	return out
 }
 
 // claimOne claims exactly one turn, waiting up to 5s for it.
-func (c *client) claimOne() claimJSON {
+func (c *client) claimOne() api.Turn {
 	c.ts.t.Helper()
 	got := c.claim(map[string]any{"max": 1, "wait": "5s"})
 	if len(got) != 1 {
@@ -271,7 +272,7 @@ func (c *client) claimOne() claimJSON {
 	return got[0]
 }
 
-func (c *client) respond(t claimJSON, content string, meta any) (int, []byte) {
+func (c *client) respond(t api.Turn, content string, meta any) (int, []byte) {
 	c.ts.t.Helper()
 	return c.do("POST", "/v1/turns/"+t.Turn+"/response", map[string]any{"claim": t.Claim, "content": content, "meta": meta})
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -28,7 +29,7 @@ func testFiftyAgentsRace(t *testing.T, bk backend) {
 		var (
 			wg    sync.WaitGroup
 			mu    sync.Mutex
-			won   []claimJSON
+			won   []api.Turn
 			ready sync.WaitGroup
 		)
 		ready.Add(len(agents))

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -202,7 +203,7 @@ func testClaimLongPollWakes(t *testing.T, bk backend) {
 	a := ts.agent("a")
 	a.putWorkflow(pairWF)
 	type res struct {
-		turns []claimJSON
+		turns []api.Turn
 		at    time.Time
 	}
 	done := make(chan res)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -92,7 +93,7 @@ func TestPostgresFastPathParallel(t *testing.T) {
 	pg := ts.store.(*Postgres)
 	a, b := ts.agent("a"), ts.agent("b")
 	a.putWorkflow(panelWF)
-	answerAll := func(what, id string, tks []claimJSON, fast int64) {
+	answerAll := func(what, id string, tks []api.Turn, fast int64) {
 		t.Helper()
 		for _, tk := range tks {
 			if s, d := a.respond(tk, "seen", nil); s != 200 {
@@ -107,7 +108,7 @@ func TestPostgresFastPathParallel(t *testing.T) {
 		}
 	}
 	id := a.start("panel", nil, "")
-	answerAll("parallel turns claimed apart", id, []claimJSON{a.claimOne(), b.claimOne()}, 0)
+	answerAll("parallel turns claimed apart", id, []api.Turn{a.claimOne(), b.claimOne()}, 0)
 	// Both turns claimed at once by one agent: the claim holds every open
 	// turn, so the view is kept; the first answer uses it up, the second
 	// is made from a locked read.
@@ -161,7 +162,7 @@ func TestPostgresFastPathHandoff(t *testing.T) {
 	id := a.start("pair", map[string]any{"turns": 5}, "")
 	tk := a.claimOne()
 	for i := 1; i <= 5; i++ {
-		next := make(chan []claimJSON, 1)
+		next := make(chan []api.Turn, 1)
 		if i < 5 {
 			go func() { next <- a.claim(map[string]any{"wait": "5s"}) }()
 			waitFor(t, "a parked claim", func() bool {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -38,7 +39,7 @@ func TestPostgresReplicas(t *testing.T) {
 	a := rs[0].agent("a")
 	b := rs[1].agent("b")
 	a.putWorkflow(pairWF)
-	polled := make(chan []claimJSON, 1)
+	polled := make(chan []api.Turn, 1)
 	go func() { polled <- b.claim(map[string]any{"wait": "10s"}) }()
 	time.Sleep(200 * time.Millisecond) // b waits on replica 1
 	id := a.start("pair", nil, "")
@@ -205,7 +206,7 @@ func TestPostgresClaimContention(t *testing.T) {
 			defer wg.Done()
 			for done.Load() < 2*threads {
 				s, d := c.do("POST", "/v1/turns/claim", map[string]any{"max": 1 + i%4, "wait": "200ms"})
-				var got []claimJSON
+				var got []api.Turn
 				if s != 200 || json.Unmarshal(d, &got) != nil {
 					t.Errorf("claim: %d %s", s, d)
 					return

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/nerve-agents/nerve/khala/pgtest"
 )
 

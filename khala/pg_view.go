@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/nerve-agents/nerve/workflow"
 )
 

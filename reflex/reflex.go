@@ -1,19 +1,21 @@
 package reflex
 
 import (
+	"time"
+
 	"github.com/charmbracelet/log"
+
 	"github.com/nerve-agents/nerve/config"
-	"github.com/nerve-agents/nerve/remote"
-	"github.com/nerve-agents/nerve/sense"
+	"github.com/nerve-agents/nerve/khala/api"
 )
 
 // Actions are what a reflex can make the daemon do.
 type Actions interface {
 	// RunTurn runs a claimed remote turn with adapter and calls done when
 	// it is over (answered, lost or released).
-	RunTurn(remoteName string, t remote.Turn, adapter string, done func())
+	RunTurn(remoteName string, t api.Turn, adapter string, done func())
 	// ReleaseTurn gives a claimed turn back at once: no reflex runs it.
-	ReleaseTurn(remoteName string, t remote.Turn, done func())
+	ReleaseTurn(remoteName string, t api.Turn, done func())
 	// StartWorkflow starts a local thread.
 	StartWorkflow(name string, input map[string]any) error
 }
@@ -38,7 +40,7 @@ func New(cfg *config.Config, act Actions, logger *log.Logger) *Set {
 // Handle acts on one signal. A claimed turn goes to the first do: turn
 // rule of its sense, or back to the queue when there is none; every other
 // signal starts the workflows of its sense's do: workflow rules.
-func (s *Set) Handle(sig sense.Signal) {
+func (s *Set) Handle(sig Signal) {
 	if sig.Turn.Turn != "" {
 		remoteName := s.senses[sig.Sense].Remote
 		for _, r := range s.rules {
@@ -75,4 +77,18 @@ func (s *Set) WantsTurns(senseName string) bool {
 		}
 	}
 	return false
+}
+
+// Signal is something a sense noticed.
+type Signal struct {
+	Sense string
+	At    time.Time
+	// Path is the file that changed (file sense).
+	Path string
+	// Turn is a claimed remote turn (khala sense); its reflex must run
+	// it, or release it when it cannot.
+	Turn api.Turn
+	// Done, when set, must be called once the signal's work is over: it
+	// frees the capacity slot a claimed turn holds.
+	Done func()
 }

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/internal/atomicfile"
 )
 
 // tokenPath is where the agent token for a remote is kept: one 0600 file
@@ -26,7 +26,7 @@ func SaveToken(home, remote, token string) error {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return err
 	}
-	return config.WriteFileAtomic(tokenPath(home, remote), []byte(token+"\n"), 0o600)
+	return atomicfile.WriteFile(tokenPath(home, remote), []byte(token+"\n"), 0o600)
 }
 
 // LoadToken returns the stored token for remote, "" when there is none.
@@ -59,18 +59,26 @@ func RemoveToken(home, remote string) error {
 	return err
 }
 
+// Config is what a client needs of nerve.yaml: the remotes' URLs and
+// NERVE_HOME, where their tokens are. *config.Config is one; taking an
+// interface keeps this client free of the config loader.
+type Config interface {
+	RemoteURL(name string) (url string, ok bool)
+	NerveHome() string
+}
+
 // ForConfig returns a client for the named remote of cfg with its stored
 // token.
-func ForConfig(cfg *config.Config, name string) (*Client, error) {
-	r, ok := cfg.Remotes[name]
+func ForConfig(cfg Config, name string) (*Client, error) {
+	url, ok := cfg.RemoteURL(name)
 	if !ok {
 		return nil, &UnknownError{Name: name}
 	}
-	tok, err := LoadToken(cfg.Home, name)
+	tok, err := LoadToken(cfg.NerveHome(), name)
 	if err != nil {
 		return nil, err
 	}
-	return New(name, r.URL, tok), nil
+	return New(name, url, tok), nil
 }
 
 // UnknownError is a remote name nerve.yaml does not define: a usage error.

@@ -6,40 +6,18 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/nerve-agents/nerve/adapter"
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
-// Turn is a turn leased to this agent by a claim.
-type Turn struct {
-	Turn         string    `json:"turn"`
-	Claim        string    `json:"claim"`
-	Thread       string    `json:"thread"`
-	Workflow     string    `json:"workflow"`
-	Role         string    `json:"role"`
-	Prompt       string    `json:"prompt"`
-	Instruction  string    `json:"instruction"`
-	Step         int       `json:"step"`
-	Attempt      int       `json:"attempt"`
-	LeaseExpires time.Time `json:"lease_expires_at"`
-}
-
-// ClaimRequest asks for up to Max turns, waiting up to Wait for one.
-type ClaimRequest struct {
-	Max       int      `json:"max"`
-	Wait      string   `json:"wait"`
-	Workflows []string `json:"workflows,omitempty"`
-	Roles     []string `json:"roles,omitempty"`
-}
-
 // Claim long-polls the queue. The request's own timeout is the wait plus
 // the client's timeout, so a long poll is not cut short.
-func (c *Client) Claim(ctx context.Context, req ClaimRequest, wait time.Duration) ([]Turn, error) {
-	req.Wait = wait.String()
+func (c *Client) Claim(ctx context.Context, req api.ClaimRequest, wait time.Duration) ([]api.Turn, error) {
+	req.Wait = api.Wait(wait)
 	cc := *c
 	cc.Timeout = c.Timeout + wait
 	cc.Retries = 0 // the claim loop has its own backoff
-	var out []Turn
+	var out []api.Turn
 	err := cc.Do(ctx, http.MethodPost, "/v1/turns/claim", req, &out)
 	return out, err
 }
@@ -55,16 +33,6 @@ func (c *Client) Heartbeat(ctx context.Context, turn, claim string) (expires tim
 	return out.LeaseExpires, out.Cancel, err
 }
 
-// Response is a turn's answer.
-type Response struct {
-	Claim   string                 `json:"claim"`
-	Content string                 `json:"content"`
-	Meta    any                    `json:"meta,omitempty"`
-	Error   *workflow.MessageError `json:"error,omitempty"`
-	Adapter string                 `json:"adapter,omitempty"`
-	Usage   *adapter.Usage         `json:"usage,omitempty"`
-}
-
 // Answered is the server's acknowledgement of a response: the thread's
 // status after it and, when this request recorded the answer (not a
 // resend of one already recorded), the message's agent and time.
@@ -77,7 +45,7 @@ type Answered struct {
 // Message is the message the server recorded for this answer to t, when
 // the acknowledgement says (ok false for a resent answer or an older
 // server that does not say).
-func (a Answered) Message(t Turn, r Response) (workflow.Message, bool) {
+func (a Answered) Message(t api.Turn, r api.Response) (workflow.Message, bool) {
 	if a.At.IsZero() {
 		return workflow.Message{}, false
 	}
@@ -87,7 +55,7 @@ func (a Answered) Message(t Turn, r Response) (workflow.Message, bool) {
 
 // Respond delivers a turn's answer; a 409 means the claim is no longer
 // the holder's and the answer must be dropped.
-func (c *Client) Respond(ctx context.Context, turn string, r Response) (Answered, error) {
+func (c *Client) Respond(ctx context.Context, turn string, r api.Response) (Answered, error) {
 	var out Answered
 	err := c.Do(ctx, http.MethodPost, "/v1/turns/"+url.PathEscape(turn)+"/response", r, &out)
 	return out, err

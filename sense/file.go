@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/nerve-agents/nerve/reflex"
 )
 
 // settle is how long a path must be quiet before its change is signalled:
@@ -36,7 +38,7 @@ func (s *File) State() string { return s.state.Load().(string) }
 
 // Run watches until ctx is done. A file is watched through its directory,
 // so a file that does not exist yet, or is replaced by rename, is seen.
-func (s *File) Run(ctx context.Context, emit func(Signal)) error {
+func (s *File) Run(ctx context.Context, emit func(reflex.Signal)) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		s.state.Store("unavailable")
@@ -82,7 +84,7 @@ func (s *File) Run(ctx context.Context, emit func(Signal)) error {
 		case <-timer:
 			timer = nil
 			for p := range pending {
-				emit(Signal{Sense: s.name, At: time.Now().UTC(), Path: p})
+				emit(reflex.Signal{Sense: s.name, At: time.Now().UTC(), Path: p})
 			}
 			pending = map[string]bool{}
 		}

@@ -3,6 +3,8 @@ package sense
 import (
 	"context"
 	"time"
+
+	"github.com/nerve-agents/nerve/reflex"
 )
 
 // Interval emits a signal every period, the first one period after start.
@@ -22,7 +24,7 @@ func (s *Interval) State() string { return "ticking every " + s.every.String() }
 
 // Run ticks until ctx is done. Ticks missed while the machine slept are
 // not replayed: the ticker drops them.
-func (s *Interval) Run(ctx context.Context, emit func(Signal)) error {
+func (s *Interval) Run(ctx context.Context, emit func(reflex.Signal)) error {
 	t := time.NewTicker(s.every)
 	defer t.Stop()
 	for {
@@ -30,7 +32,7 @@ func (s *Interval) Run(ctx context.Context, emit func(Signal)) error {
 		case <-ctx.Done():
 			return nil
 		case now := <-t.C:
-			emit(Signal{Sense: s.name, At: now.UTC()})
+			emit(reflex.Signal{Sense: s.name, At: now.UTC()})
 		}
 	}
 }

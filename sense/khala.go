@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+
+	"github.com/nerve-agents/nerve/khala/api"
+	"github.com/nerve-agents/nerve/reflex"
 	"github.com/nerve-agents/nerve/remote"
 )
 
@@ -44,14 +47,14 @@ func (s *Khala) State() string { return s.state.Load().(string) }
 // (capped at a minute) and are logged when the state changes, not per
 // attempt; an unauthorized answer backs off the longest, since only a new
 // enrollment fixes it.
-func (s *Khala) Run(ctx context.Context, emit func(Signal)) error {
+func (s *Khala) Run(ctx context.Context, emit func(reflex.Signal)) error {
 	backoff := time.Second
 	for ctx.Err() == nil {
 		n, err := s.capacity.Acquire(ctx, 100)
 		if err != nil {
 			return nil
 		}
-		turns, err := s.client.Claim(ctx, remote.ClaimRequest{Max: n, Workflows: s.workflows, Roles: s.roles}, pollWait)
+		turns, err := s.client.Claim(ctx, api.ClaimRequest{Max: n, Workflows: s.workflows, Roles: s.roles}, pollWait)
 		s.capacity.Release(n - len(turns))
 		if err != nil {
 			if ctx.Err() != nil {
@@ -73,7 +76,7 @@ func (s *Khala) Run(ctx context.Context, emit func(Signal)) error {
 		s.setState("polling", nil)
 		for _, t := range turns {
 			var once atomic.Bool
-			emit(Signal{Sense: s.name, At: time.Now().UTC(), Turn: t, Done: func() {
+			emit(reflex.Signal{Sense: s.name, At: time.Now().UTC(), Turn: t, Done: func() {
 				if once.CompareAndSwap(false, true) {
 					s.capacity.Release(1)
 				}

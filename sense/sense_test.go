@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/nerve-agents/nerve/reflex"
 )
 
 func TestCapacity(t *testing.T) {
@@ -45,8 +47,8 @@ func TestCapacity(t *testing.T) {
 func TestIntervalAndFileSenses(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ticks := make(chan Signal, 10)
-	go NewInterval("tick", 20*time.Millisecond).Run(ctx, func(s Signal) { ticks <- s })
+	ticks := make(chan reflex.Signal, 10)
+	go NewInterval("tick", 20*time.Millisecond).Run(ctx, func(s reflex.Signal) { ticks <- s })
 	for i := 0; i < 2; i++ {
 		select {
 		case s := <-ticks:
@@ -59,9 +61,9 @@ func TestIntervalAndFileSenses(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	files := make(chan Signal, 10)
+	files := make(chan reflex.Signal, 10)
 	f := NewFile("watch", []string{dir + "/todo.txt"})
-	go f.Run(ctx, func(s Signal) { files <- s })
+	go f.Run(ctx, func(s reflex.Signal) { files <- s })
 	deadline := time.Now().Add(5 * time.Second)
 	for f.State() != "watching" && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)

@@ -4,20 +4,21 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/nerve-agents/nerve/remote"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/nerve-agents/nerve/khala/api"
 )
 
 var bucketOutbox = []byte("outbox") // sequence -> OutboxItem
 
 // OutboxItem is a response waiting to be delivered.
 type OutboxItem struct {
-	Seq      uint64          `json:"seq"`
-	Remote   string          `json:"remote"`
-	Turn     string          `json:"turn"`
-	Thread   string          `json:"thread"`
-	Response remote.Response `json:"response"`
-	QueuedAt time.Time       `json:"queued_at"`
+	Seq      uint64       `json:"seq"`
+	Remote   string       `json:"remote"`
+	Turn     string       `json:"turn"`
+	Thread   string       `json:"thread"`
+	Response api.Response `json:"response"`
+	QueuedAt time.Time    `json:"queued_at"`
 }
 
 func (s *Store) ensureRemoteBuckets() error {

@@ -11,8 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nerve-agents/nerve/config"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/nerve-agents/nerve/internal/yamlfile"
 )
 
 // Bindings say who runs a workflow's turns.
@@ -71,10 +72,10 @@ func (r *Role) Schema() *jsonschema.Schema { return r.schema }
 
 // Limits bound a thread.
 type Limits struct {
-	MaxSteps    int             `yaml:"max_steps" json:"max_steps"`
-	Claim       config.Duration `yaml:"claim" json:"claim,omitempty"`
-	MaxAttempts int             `yaml:"max_attempts" json:"max_attempts,omitempty"`
-	Idle        config.Duration `yaml:"idle" json:"idle,omitempty"`
+	MaxSteps    int               `yaml:"max_steps" json:"max_steps"`
+	Claim       yamlfile.Duration `yaml:"claim" json:"claim,omitempty"`
+	MaxAttempts int               `yaml:"max_attempts" json:"max_attempts,omitempty"`
+	Idle        yamlfile.Duration `yaml:"idle" json:"idle,omitempty"`
 }
 
 // file is the YAML shape of a definition.
@@ -99,7 +100,7 @@ func LoadFile(path string) (*Definition, error) { return loadFile(path, false) }
 func loadFile(path string, light bool) (*Definition, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, &config.FileError{File: path, Msg: strings.TrimPrefix(err.Error(), "open "+path+": ")}
+		return nil, &yamlfile.Error{File: path, Msg: strings.TrimPrefix(err.Error(), "open "+path+": ")}
 	}
 	return parse(path, data, func(name string) ([]byte, error) {
 		return os.ReadFile(filepath.Join(filepath.Dir(path), name))
@@ -117,13 +118,13 @@ func Parse(path string, data []byte, readFile func(string) ([]byte, error)) (*De
 // costs milliseconds a listing does not need.
 func parse(path string, data []byte, readFile func(string) ([]byte, error), light bool) (*Definition, error) {
 	var f file
-	lines, err := config.DecodeStrict(path, data, &f)
+	lines, err := yamlfile.Decode(path, data, &f)
 	if err != nil {
 		return nil, err
 	}
-	var errs config.FileErrors
+	var errs yamlfile.Errors
 	bad := func(field, format string, a ...any) {
-		errs = append(errs, &config.FileError{File: path, Line: lines.Line(field), Field: field, Msg: fmt.Sprintf(format, a...)})
+		errs = append(errs, &yamlfile.Error{File: path, Line: lines.Line(field), Field: field, Msg: fmt.Sprintf(format, a...)})
 	}
 	d := &Definition{
 		Name: f.Workflow, Description: f.Description, Binding: f.Binding,
@@ -189,7 +190,7 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 		d.Limits.MaxAttempts = 3
 	}
 	if d.Limits.Claim == 0 {
-		d.Limits.Claim = config.Duration(10 * time.Minute)
+		d.Limits.Claim = yamlfile.Duration(10 * time.Minute)
 	}
 	src, err := moderatorSource(f.Moderator, readFile)
 	if err != nil {
@@ -204,7 +205,7 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 	}
 	d.Source, err = inlineModerator(data, src)
 	if err != nil {
-		return nil, &config.FileError{File: path, Msg: err.Error()}
+		return nil, &yamlfile.Error{File: path, Msg: err.Error()}
 	}
 	return d, nil
 }
@@ -235,10 +236,10 @@ func (d *Definition) CheckAdapters(known func(string) bool) error {
 	if d.Binding != BindingLocal {
 		return nil
 	}
-	var errs config.FileErrors
+	var errs yamlfile.Errors
 	for _, name := range sortedKeys(d.Roles) {
 		if a := d.Roles[name].Adapter; !known(a) {
-			errs = append(errs, &config.FileError{File: d.File, Field: "roles." + name + ".adapter",
+			errs = append(errs, &yamlfile.Error{File: d.File, Field: "roles." + name + ".adapter",
 				Msg: fmt.Sprintf("unknown adapter %q (built in: claude, codex, gemini, cursor, hermes; others are defined under adapters: in nerve.yaml)", a)})
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/internal/yamlfile"
 )
 
 const twoRoles = `workflow: pair
@@ -98,7 +98,7 @@ func TestBadDefinitions(t *testing.T) {
 func TestCheckAdapters(t *testing.T) {
 	d := mustParse(t, strings.Replace(twoRoles, "a: {adapter: example", "a: {adapter: nosuch", 1))
 	err := d.CheckAdapters(func(n string) bool { return n == "example" })
-	var fes config.FileErrors
+	var fes yamlfile.Errors
 	if !errors.As(err, &fes) || len(fes) != 1 || !strings.Contains(err.Error(), `unknown adapter "nosuch"`) {
 		t.Fatalf("got %v", err)
 	}

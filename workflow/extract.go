@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nerve-agents/nerve/config"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -27,10 +26,19 @@ func (e *ExtractError) Error() string { return "structured output: " + e.Reason 
 // output, repairing it once through an OpenAI-compatible endpoint when one
 // is configured.
 type Extractor struct {
-	// Endpoint is nerve.yaml's extract section; nil means no repair.
-	Endpoint *config.Endpoint
+	// Endpoint repairs output once; nil means no repair.
+	Endpoint *Endpoint
 	Client   *http.Client
 	Getenv   func(string) string
+}
+
+// Endpoint is an OpenAI-compatible chat endpoint (nerve.yaml's extract
+// section). The key is read from the named environment variable.
+type Endpoint struct {
+	BaseURL   string
+	Model     string
+	APIKeyEnv string
+	Timeout   time.Duration // 0: a minute
 }
 
 // Extract returns the meta value for a role's answer. A role without a
@@ -150,7 +158,7 @@ func (x *Extractor) repair(ctx context.Context, role *Role, output string, verr 
 		},
 		"temperature": 0,
 	})
-	timeout := x.Endpoint.Timeout.D()
+	timeout := x.Endpoint.Timeout
 	if timeout == 0 {
 		timeout = 60 * time.Second
 	}

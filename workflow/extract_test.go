@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"github.com/nerve-agents/nerve/config"
 )
 
 func reviewerRole(t *testing.T) *Role {
@@ -74,7 +72,7 @@ func TestExtractRepair(t *testing.T) {
 		json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"message": map[string]any{"content": answer}}}})
 	}))
 	defer srv.Close()
-	x := &Extractor{Endpoint: &config.Endpoint{BaseURL: srv.URL + "/v1", Model: "fixer", APIKeyEnv: "K"},
+	x := &Extractor{Endpoint: &Endpoint{BaseURL: srv.URL + "/v1", Model: "fixer", APIKeyEnv: "K"},
 		Getenv: func(string) string { return "k" }}
 	r := reviewerRole(t)
 	v, err := x.Extract(context.Background(), r, "ok: maybe")

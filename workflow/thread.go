@@ -3,7 +3,7 @@ package workflow
 import (
 	"time"
 
-	"github.com/nerve-agents/nerve/adapter"
+	"github.com/nerve-agents/nerve/internal/usage"
 )
 
 // Thread statuses.
@@ -48,16 +48,16 @@ type Turn struct {
 
 // Message is what a turn produced, in the shape the moderator sees.
 type Message struct {
-	Step        int            `json:"step"`
-	Role        string         `json:"role"`
-	Agent       string         `json:"agent"`
-	Content     string         `json:"content"`
-	Meta        any            `json:"meta"`
-	Error       *MessageError  `json:"error"`
-	At          time.Time      `json:"at"`
-	Instruction string         `json:"instruction,omitempty"`
-	Adapter     string         `json:"adapter,omitempty"`
-	Usage       *adapter.Usage `json:"usage,omitempty"`
+	Step        int           `json:"step"`
+	Role        string        `json:"role"`
+	Agent       string        `json:"agent"`
+	Content     string        `json:"content"`
+	Meta        any           `json:"meta"`
+	Error       *MessageError `json:"error"`
+	At          time.Time     `json:"at"`
+	Instruction string        `json:"instruction,omitempty"`
+	Adapter     string        `json:"adapter,omitempty"`
+	Usage       *usage.Usage  `json:"usage,omitempty"`
 }
 
 // MessageError says why a turn's answer is not what was asked for. The

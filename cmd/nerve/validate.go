@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"github.com/nerve-agents/nerve/adapter"
 	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/internal/yamlfile"
 	"github.com/nerve-agents/nerve/workflow"
-	"github.com/spf13/cobra"
 )
 
 // problem is one thing `nerve validate` found wrong.
@@ -40,7 +42,7 @@ func newCmdValidate(f *Factory) *cobra.Command {
 				}
 			} else {
 				for _, p := range rep.Problems {
-					fmt.Fprintf(f.IO.Out, "✗ %s\n", (&config.FileError{File: p.File, Line: p.Line, Field: p.Field, Msg: p.Message}).Error())
+					fmt.Fprintf(f.IO.Out, "✗ %s\n", (&yamlfile.Error{File: p.File, Line: p.Line, Field: p.Field, Msg: p.Message}).Error())
 				}
 				if rep.OK {
 					fmt.Fprintf(f.IO.Out, "✓ %s and %d workflow(s) are valid\n", rep.Config, len(rep.Workflows))
@@ -59,8 +61,8 @@ func newCmdValidate(f *Factory) *cobra.Command {
 func validateAll(f *Factory) validateReport {
 	rep := validateReport{Workflows: []string{}, Problems: []problem{}}
 	add := func(err error) {
-		var fes config.FileErrors
-		var fe *config.FileError
+		var fes yamlfile.Errors
+		var fe *yamlfile.Error
 		switch {
 		case errors.As(err, &fes):
 			for _, e := range fes {
@@ -85,7 +87,7 @@ func validateAll(f *Factory) validateReport {
 	}
 	for name, ac := range cfg.Adapters {
 		if err := adapter.Validate(name, ac); err != nil {
-			add(&config.FileError{File: rep.Config, Field: "adapters." + name, Msg: err.Error()})
+			add(&yamlfile.Error{File: rep.Config, Field: "adapters." + name, Msg: err.Error()})
 		}
 	}
 	names := map[string]bool{}
@@ -102,7 +104,7 @@ func validateAll(f *Factory) validateReport {
 	}
 	for i, r := range cfg.Reflexes {
 		if r.Do == "workflow" && r.Workflow != "" && !names[r.Workflow] {
-			add(&config.FileError{File: rep.Config, Field: fmt.Sprintf("reflexes[%d].workflow", i), Msg: fmt.Sprintf("unknown workflow %q", r.Workflow)})
+			add(&yamlfile.Error{File: rep.Config, Field: fmt.Sprintf("reflexes[%d].workflow", i), Msg: fmt.Sprintf("unknown workflow %q", r.Workflow)})
 		}
 	}
 	rep.OK = len(rep.Problems) == 0

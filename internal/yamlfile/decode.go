@@ -1,4 +1,4 @@
-package config
+package yamlfile
 
 import (
 	"errors"
@@ -11,16 +11,16 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// FileError is a problem in a YAML file, located by line and field path.
+// Error is a problem in a YAML file, located by line and field path.
 // It is a configuration error: exit status 2.
-type FileError struct {
+type Error struct {
 	File  string
 	Line  int
 	Field string // dotted path, e.g. adapters.claude-fast.timeout
 	Msg   string
 }
 
-func (e *FileError) Error() string {
+func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
 	if e.Line > 0 {
@@ -35,13 +35,13 @@ func (e *FileError) Error() string {
 }
 
 // ExitCode makes a bad file a configuration error.
-func (e *FileError) ExitCode() int { return 2 }
+func (e *Error) ExitCode() int { return 2 }
 
-// FileErrors is every problem found in one pass, so a user fixes them all
+// Errors is every problem found in one pass, so a user fixes them all
 // at once rather than one per run.
-type FileErrors []*FileError
+type Errors []*Error
 
-func (es FileErrors) Error() string {
+func (es Errors) Error() string {
 	if len(es) == 1 {
 		return es[0].Error()
 	}
@@ -49,7 +49,7 @@ func (es FileErrors) Error() string {
 }
 
 // ExitCode makes bad files a configuration error.
-func (es FileErrors) ExitCode() int { return 2 }
+func (es Errors) ExitCode() int { return 2 }
 
 // Lines maps a dotted field path to the line it was written on, so checks
 // made after decoding can still point at the file.
@@ -70,19 +70,19 @@ func (l Lines) Line(path string) int {
 	return 0
 }
 
-// DecodeStrict decodes YAML data into v, rejecting unknown keys and wrong
+// Decode decodes YAML data into v, rejecting unknown keys and wrong
 // types with file, line and field. It returns the line of every field.
-func DecodeStrict(file string, data []byte, v any) (Lines, error) {
+func Decode(file string, data []byte, v any) (Lines, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlSyntaxError(file, err)
+		return nil, SyntaxError(file, err)
 	}
 	lines := Lines{}
 	if len(root.Content) == 0 {
 		return lines, nil // empty file: defaults only
 	}
 	doc := root.Content[0]
-	var errs FileErrors
+	var errs Errors
 	walkKnown(file, doc, reflect.TypeOf(v).Elem(), "", lines, &errs)
 	if len(errs) > 0 {
 		return lines, errs
@@ -95,23 +95,24 @@ func DecodeStrict(file string, data []byte, v any) (Lines, error) {
 
 var lineRE = regexp.MustCompile(`line (\d+): (.*)`)
 
-func yamlSyntaxError(file string, err error) error {
+// SyntaxError makes a YAML parser error a file error with the line it names.
+func SyntaxError(file string, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	if m := lineRE.FindStringSubmatch(msg); m != nil {
 		n, _ := strconv.Atoi(m[1])
-		return &FileError{File: file, Line: n, Msg: "invalid YAML: " + m[2]}
+		return &Error{File: file, Line: n, Msg: "invalid YAML: " + m[2]}
 	}
-	return &FileError{File: file, Msg: "invalid YAML: " + msg}
+	return &Error{File: file, Msg: "invalid YAML: " + msg}
 }
 
 // typeErrors turns yaml.v3's "line N: cannot unmarshal ..." list into
-// FileErrors that name the field.
+// Errors that name the field.
 func typeErrors(file string, err error, lines Lines) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
 		// Errors from custom unmarshalers (Duration) carry no line; yaml.v3
 		// wraps them without position, so report what we have.
-		return &FileError{File: file, Msg: err.Error()}
+		return &Error{File: file, Msg: err.Error()}
 	}
 	byLine := map[int]string{}
 	for p, n := range lines {
@@ -119,9 +120,9 @@ func typeErrors(file string, err error, lines Lines) error {
 			byLine[n] = p
 		}
 	}
-	var errs FileErrors
+	var errs Errors
 	for _, s := range te.Errors {
-		fe := &FileError{File: file, Msg: s}
+		fe := &Error{File: file, Msg: s}
 		if m := lineRE.FindStringSubmatch(s); m != nil {
 			fe.Line, _ = strconv.Atoi(m[1])
 			fe.Msg = strings.ReplaceAll(m[2], "!!", "")
@@ -133,7 +134,7 @@ func typeErrors(file string, err error, lines Lines) error {
 }
 
 // walkKnown records field lines and reports keys that t does not have.
-func walkKnown(file string, n *yaml.Node, t reflect.Type, path string, lines Lines, errs *FileErrors) {
+func walkKnown(file string, n *yaml.Node, t reflect.Type, path string, lines Lines, errs *Errors) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -152,7 +153,7 @@ func walkKnown(file string, n *yaml.Node, t reflect.Type, path string, lines Lin
 			lines[p] = k.Line
 			ft, ok := fields[k.Value]
 			if !ok {
-				*errs = append(*errs, &FileError{File: file, Line: k.Line, Field: p,
+				*errs = append(*errs, &Error{File: file, Line: k.Line, Field: p,
 					Msg: fmt.Sprintf("unknown key %q%s", k.Value, suggest(k.Value, fields))})
 				continue
 			}

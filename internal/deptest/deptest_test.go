@@ -1,0 +1,132 @@
+package deptest
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/nerve-agents/nerve"
+
+// pkg is what `go list -json` says of one of the module's packages.
+type pkg struct {
+	ImportPath string
+	Imports    []string // direct, non-test
+	Deps       []string // everything linked, transitively
+}
+
+// graph lists the module's packages, without their tests.
+func graph(t *testing.T) map[string]pkg {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json=ImportPath,Imports,Deps", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	pkgs := map[string]pkg{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs[strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")] = p
+	}
+	if len(pkgs) < 10 {
+		t.Fatalf("go list found only %d packages", len(pkgs))
+	}
+	return pkgs
+}
+
+// own names a dependency by its path in the module ("" for others).
+func own(dep string) string {
+	if dep == module {
+		return "."
+	}
+	if rest, ok := strings.CutPrefix(dep, module+"/"); ok {
+		return rest
+	}
+	return ""
+}
+
+// under reports whether p is dir or a package below it.
+func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+
+func TestKhalaLinksNoDaemonParts(t *testing.T) {
+	banned := []string{"github.com/spf13/viper", "github.com/fsnotify/fsnotify", module + "/config", module + "/adapter"}
+	for name, p := range graph(t) {
+		if !under(name, "khala") {
+			continue
+		}
+		for _, dep := range p.Deps {
+			for _, b := range banned {
+				if dep == b || strings.HasPrefix(dep, b+"/") {
+					t.Errorf("%s links %s: the Khala server must not carry the daemon's config loader or adapters", name, dep)
+				}
+			}
+		}
+	}
+}
+
+func TestNothingImportsCmd(t *testing.T) {
+	for name, p := range graph(t) {
+		for _, dep := range p.Imports {
+			if under(own(dep), "cmd") {
+				t.Errorf("%s imports %s: commands are the top of the graph", name, dep)
+			}
+		}
+	}
+}
+
+// flow is the direction data takes; a package links none before it.
+var flow = []string{"cmd/nerve", "daemon", "sense", "reflex", "workflow", "adapter"}
+
+func TestFlowRunsOneWay(t *testing.T) {
+	pkgs := graph(t)
+	for i, name := range flow {
+		p, ok := pkgs[name]
+		if !ok {
+			t.Fatalf("package %s is gone; update the flow", name)
+		}
+		for _, earlier := range flow[:i] {
+			if slices.Contains(p.Deps, module+"/"+earlier) {
+				t.Errorf("%s links %s: the flow %s runs the other way", name, earlier, strings.Join(flow, " → "))
+			}
+		}
+	}
+}
+
+// TestLeafTypes keeps shared types in leaf packages: the thread engine,
+// the Khala client and server, and the store do not reach into the
+// adapters, the config loader or the client.
+func TestLeafTypes(t *testing.T) {
+	pkgs := graph(t)
+	rules := map[string][]string{
+		"workflow": {"adapter", "config"},
+		"remote":   {"adapter", "config"},
+		"khala":    {"adapter", "config"},
+		"store":    {"remote"},
+	}
+	for name, banned := range rules {
+		for _, dep := range pkgs[name].Deps {
+			if slices.Contains(banned, own(dep)) {
+				t.Errorf("%s links %s", name, own(dep))
+			}
+		}
+	}
+	for name, p := range pkgs {
+		if !under(name, "internal") || name == "internal/deptest" {
+			continue
+		}
+		for _, dep := range p.Imports {
+			if d := own(dep); d != "" && !under(d, "internal") {
+				t.Errorf("leaf package %s imports %s", name, d)
+			}
+		}
+	}
+}

@@ -1,0 +1,79 @@
+// Package api holds the JSON shapes of Khala's HTTP API (v1) that both
+// its server (khala) and its client (remote) speak, so the two cannot
+// drift. It is a leaf: it links neither side.
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nerve-agents/nerve/internal/usage"
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// ClaimRequest asks for up to Max turns, waiting up to Wait for one
+// (POST /v1/turns/claim).
+type ClaimRequest struct {
+	Max       int      `json:"max"`
+	Wait      Wait     `json:"wait"`
+	Workflows []string `json:"workflows,omitempty"`
+	Roles     []string `json:"roles,omitempty"`
+}
+
+// Wait is a long poll's wait: "30s" on the wire, or a number of seconds.
+type Wait time.Duration
+
+// MarshalJSON writes the wait as a Go duration string.
+func (d Wait) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON accepts "30s" or a number of seconds.
+func (d *Wait) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(b, []byte("null")) {
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("wait %q: want a duration such as 30s", s)
+		}
+		*d = Wait(v)
+		return nil
+	}
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err != nil {
+		return errors.New("wait: want a duration such as \"30s\" or a number of seconds")
+	}
+	if secs > 1e6 {
+		secs = 1e6 // clamped below anyway; avoids overflow
+	}
+	*d = Wait(secs * float64(time.Second))
+	return nil
+}
+
+// Turn is one leased turn: everything an agent needs to run it.
+type Turn struct {
+	Turn         string    `json:"turn"`
+	Claim        string    `json:"claim"`
+	Thread       string    `json:"thread"`
+	Workflow     string    `json:"workflow"`
+	Role         string    `json:"role"`
+	Prompt       string    `json:"prompt"`
+	Instruction  string    `json:"instruction"`
+	Step         int       `json:"step"`
+	Attempt      int       `json:"attempt"`
+	LeaseExpires time.Time `json:"lease_expires_at"`
+}
+
+// Response is a turn's answer (POST /v1/turns/{turn}/response).
+type Response struct {
+	Claim   string                 `json:"claim"`
+	Content string                 `json:"content"`
+	Meta    any                    `json:"meta,omitempty"`
+	Error   *workflow.MessageError `json:"error,omitempty"`
+	Adapter string                 `json:"adapter,omitempty"`
+	Usage   *usage.Usage           `json:"usage,omitempty"`
+}
