@@ -2,14 +2,13 @@ package daemon
 
 import (
 	"context"
-	"io"
+	"log/slog"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/charmbracelet/log"
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/store"
 	"github.com/nerve-agents/nerve/workflow"
@@ -61,7 +60,7 @@ func BenchmarkTurn(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer st.Close()
-		d := &Daemon{paths: config.Paths{Home: home}, log: log.New(io.Discard), store: st, cfg: cfg}
+		d := &Daemon{paths: config.Paths{Home: home}, log: slog.New(slog.DiscardHandler), store: st, cfg: cfg}
 		r := newRunner(d, context.Background())
 		def, err := workflow.Parse("bench.yaml", []byte(`workflow: bench
 moderator: 'step < input.n ? {"role": "w", "instruction": "go"} : {"done": true}'

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/charmbracelet/log"
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/sense"
 	"github.com/nerve-agents/nerve/store"
@@ -25,7 +25,7 @@ type Options struct {
 	// Executable is the nerve binary adapters find on PATH.
 	Executable string
 	Version    string
-	Logger     *log.Logger
+	Logger     *slog.Logger
 	// Hurry, when it closes during shutdown (a second SIGTERM or Ctrl-C),
 	// cuts the grace period short: running turns are killed at once.
 	Hurry <-chan struct{}
@@ -35,7 +35,7 @@ type Options struct {
 type Daemon struct {
 	opts   Options
 	paths  config.Paths
-	log    *log.Logger
+	log    *slog.Logger
 	store  *store.Store
 	start  time.Time
 	runner *runner
@@ -59,7 +59,7 @@ func Run(ctx context.Context, opts Options) error {
 	paths := config.Paths{Home: cfg.Home}
 	logger := opts.Logger
 	if logger == nil {
-		logger = log.New(os.Stderr)
+		logger = slog.Default()
 	}
 	if err := os.MkdirAll(paths.Home, 0o700); err != nil {
 		return fmt.Errorf("create NERVE_HOME %s: %w", paths.Home, err)

@@ -3,7 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
-	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/charmbracelet/log"
 	"github.com/nerve-agents/nerve/config"
 )
 
@@ -30,7 +29,7 @@ func startDaemon(t *testing.T) (*Client, config.Paths, func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{Config: cfg, Version: "test", Logger: log.New(io.Discard)})
+		done <- Run(ctx, Options{Config: cfg, Version: "test", Logger: slog.New(slog.DiscardHandler)})
 	}()
 	paths := config.Paths{Home: home}
 	c := NewClient(paths.Socket())
@@ -125,7 +124,7 @@ func TestControlAPI(t *testing.T) {
 func TestSecondInstanceRefused(t *testing.T) {
 	_, paths, _ := startDaemon(t)
 	cfg := config.Defaults(paths.Home)
-	err := Run(context.Background(), Options{Config: cfg, Logger: log.New(io.Discard)})
+	err := Run(context.Background(), Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
 	var running *ErrRunning
 	if !errors.As(err, &running) {
 		t.Fatalf("second daemon: %v", err)

@@ -2,15 +2,13 @@ package daemon
 
 import (
 	"context"
-	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/charmbracelet/log"
 
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/khala"
@@ -116,7 +114,7 @@ func TestOutboxDeliversAfterTheRemoteReturns(t *testing.T) {
 	cfg.Remotes["origin"] = config.Remote{URL: url}
 	dctx, stopDaemon := context.WithCancel(ctx)
 	ddone := make(chan error, 1)
-	go func() { ddone <- Run(dctx, Options{Config: cfg, Logger: log.New(io.Discard)}) }()
+	go func() { ddone <- Run(dctx, Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)}) }()
 	defer func() { stopDaemon(); <-ddone }()
 	dc := NewClient(paths.Socket())
 	waitUntil(t, "the daemon", func() bool { return dc.Ping(ctx) == nil })

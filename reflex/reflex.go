@@ -1,9 +1,8 @@
 package reflex
 
 import (
+	"log/slog"
 	"time"
-
-	"github.com/charmbracelet/log"
 
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/khala/api"
@@ -25,11 +24,11 @@ type Set struct {
 	rules  []config.Reflex
 	senses map[string]config.Sense
 	act    Actions
-	log    *log.Logger
+	log    *slog.Logger
 }
 
 // New returns the reflexes of cfg acting through act.
-func New(cfg *config.Config, act Actions, logger *log.Logger) *Set {
+func New(cfg *config.Config, act Actions, logger *slog.Logger) *Set {
 	s := &Set{rules: cfg.Reflexes, senses: map[string]config.Sense{}, act: act, log: logger}
 	for _, sn := range cfg.Senses {
 		s.senses[sn.Name] = sn

@@ -2,12 +2,11 @@ package sense
 
 import (
 	"context"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"sync/atomic"
 	"time"
-
-	"github.com/charmbracelet/log"
 
 	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/reflex"
@@ -26,14 +25,14 @@ type Khala struct {
 	capacity  *Capacity
 	workflows []string
 	roles     []string
-	log       *log.Logger
+	log       *slog.Logger
 	state     atomic.Value
 	// Sleep waits between failed polls (tests make it short).
 	Sleep func(context.Context, time.Duration) error
 }
 
 // NewKhala returns a khala sense over client.
-func NewKhala(name string, client *remote.Client, capacity *Capacity, workflows, roles []string, logger *log.Logger) *Khala {
+func NewKhala(name string, client *remote.Client, capacity *Capacity, workflows, roles []string, logger *slog.Logger) *Khala {
 	s := &Khala{name: name, client: client, capacity: capacity, workflows: workflows, roles: roles, log: logger}
 	s.state.Store("starting")
 	return s

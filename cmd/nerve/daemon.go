@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -43,16 +45,7 @@ func runDaemon(f *Factory, flags *pflag.FlagSet, cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	logger := log.NewWithOptions(f.IO.ErrOut, log.Options{ReportTimestamp: true, TimeFormat: time.RFC3339, Prefix: "nerved"})
-	if lvl, err := log.ParseLevel(cfg.Log.Level); err == nil {
-		logger.SetLevel(lvl)
-	}
-	switch cfg.Log.Format {
-	case "json":
-		logger.SetFormatter(log.JSONFormatter)
-	case "logfmt":
-		logger.SetFormatter(log.LogfmtFormatter)
-	}
+	logger := slog.New(daemonLogHandler(f.IO.ErrOut, cfg.Log))
 	// The first SIGTERM or Ctrl-C (cmd's context) starts a graceful
 	// shutdown; a second one cuts the grace period short.
 	hurry := make(chan struct{})
@@ -73,6 +66,23 @@ func runDaemon(f *Factory, flags *pflag.FlagSet, cmd *cobra.Command) error {
 		Config: cfg, Load: load, Executable: f.Executable,
 		Version: currentVersion().Version, Logger: logger, Hurry: hurry,
 	})
+}
+
+// daemonLogHandler is the daemon's log format: charmbracelet/log as the
+// handler behind the *slog.Logger every package takes, at nerve.yaml's
+// level and in its format.
+func daemonLogHandler(w io.Writer, c config.Log) slog.Handler {
+	h := log.NewWithOptions(w, log.Options{ReportTimestamp: true, TimeFormat: time.RFC3339, Prefix: "nerved"})
+	if lvl, err := log.ParseLevel(c.Level); err == nil {
+		h.SetLevel(lvl)
+	}
+	switch c.Format {
+	case "json":
+		h.SetFormatter(log.JSONFormatter)
+	case "logfmt":
+		h.SetFormatter(log.LogfmtFormatter)
+	}
+	return h
 }
 
 // daemonState is the --json answer of daemon start and stop.
