@@ -66,6 +66,12 @@ func (c *Client) Release(ctx context.Context, turn, claim string) error {
 	return c.Do(ctx, http.MethodPost, "/v1/turns/"+url.PathEscape(turn)+"/release", map[string]string{"claim": claim}, nil)
 }
 
+// TurnEvents adds events (detections) of a turn this agent holds to its
+// thread's trace; a lost claim is a 409 (see IsClaimLost).
+func (c *Client) TurnEvents(ctx context.Context, turn, claim string, evs ...api.TurnEvent) error {
+	return c.Do(ctx, http.MethodPost, "/v1/turns/"+url.PathEscape(turn)+"/events", api.TurnEvents{Claim: claim, Events: evs}, nil)
+}
+
 // IsClaimLost reports whether err is the server saying this agent no
 // longer holds the turn (409): stop the work, drop the answer.
 func IsClaimLost(err error) bool { return IsStatus(err, http.StatusConflict) }

@@ -77,3 +77,20 @@ type Response struct {
 	Adapter string                 `json:"adapter,omitempty"`
 	Usage   *usage.Usage           `json:"usage,omitempty"`
 }
+
+// TurnEvents reports what an agent noticed while it runs a turn it holds
+// (POST /v1/turns/{turn}/events): the claim is checked as a heartbeat's
+// is, and each event goes into the thread's trace.
+type TurnEvents struct {
+	Claim  string      `json:"claim"`
+	Events []TurnEvent `json:"events"`
+}
+
+// TurnEvent is one event of a running turn. Only detections are
+// accepted: Status is their kind (stall, errors, malformed).
+type TurnEvent struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Message string `json:"message"`
+	Adapter string `json:"adapter,omitempty"`
+}
