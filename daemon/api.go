@@ -63,6 +63,8 @@ type ActiveTurn struct {
 	Role      string    `json:"role"`
 	Adapter   string    `json:"adapter"`
 	StartedAt time.Time `json:"started_at"`
+	// Detections raised while it runs ("stall: no output for 1m0s").
+	Detections []string `json:"detections"`
 }
 
 // apiError is the error body of every failed request.

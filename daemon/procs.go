@@ -19,9 +19,9 @@ func (r *runner) procFile(thread string, step int) string {
 	return filepath.Join(r.d.paths.Home, "procs", fmt.Sprintf("%s-%d", thread, step))
 }
 
-// recordProc notes a running adapter's group with its start time, so a
+// RecordProc notes a running adapter's group with its start time, so a
 // recycled pid is never mistaken for it.
-func (r *runner) recordProc(thread string, step, pid int) {
+func (r *runner) RecordProc(thread string, step, pid int) {
 	start, err := procStartTime(pid)
 	if err != nil {
 		return
@@ -31,7 +31,8 @@ func (r *runner) recordProc(thread string, step, pid int) {
 	_ = os.WriteFile(path, []byte(fmt.Sprintf("%d %s\n", pid, start)), 0o600)
 }
 
-func (r *runner) forgetProc(thread string, step int) { _ = os.Remove(r.procFile(thread, step)) }
+// ForgetProc removes a record once its adapter has ended.
+func (r *runner) ForgetProc(thread string, step int) { _ = os.Remove(r.procFile(thread, step)) }
 
 // killStaleProcs kills every adapter group a previous daemon recorded and
 // did not see end.

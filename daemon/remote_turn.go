@@ -3,13 +3,12 @@ package daemon
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strconv"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/nerve-agents/nerve/adapter"
 	"github.com/nerve-agents/nerve/khala/api"
+	"github.com/nerve-agents/nerve/reflex"
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/store"
 	"github.com/nerve-agents/nerve/workflow"
@@ -110,77 +109,32 @@ func historyKey(remoteName string, t api.Turn) string {
 	return remoteName + "--" + t.Workflow + "--" + t.Thread
 }
 
-// execRemote runs the adapter for a remote turn; ok is false when the
-// turn was interrupted (claim lost, shutdown) and has no answer.
+// execRemote runs a remote turn through the executor; ok is false when
+// the turn was interrupted (claim lost, shutdown) and has no answer.
+// What is remote about it is prepared here: the thread's history (for
+// the snapshot), the role's definition (for its meta schema, read while
+// the adapter runs), and detections sent on to the remote's trace.
 func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName string, t api.Turn, adapterName string) (api.Response, bool) {
-	cfg := r.d.config()
-	resp := api.Response{Claim: t.Claim, Adapter: adapterName}
-	fail := func(kind string, err error) (api.Response, bool) {
-		resp.Error = &workflow.MessageError{Kind: kind, Message: err.Error()}
-		return resp, true
-	}
-	ac, ok := cfg.AdapterConfig(adapterName)
-	if !ok {
-		return fail("adapter", fmt.Errorf("unknown adapter %q on agent %s", adapterName, cfg.Agent.Name))
-	}
-	ad, err := adapter.New(adapterName, ac)
-	if err != nil {
-		return fail("adapter", err)
-	}
 	ref := workflow.Ref{Remote: remoteName, Workflow: t.Workflow, Thread: t.Thread}.String()
-	snapKey := historyKey(remoteName, t)
-	// The role's definition (for its meta schema) is read while the
-	// adapter runs; it is only needed after.
+	key := historyKey(remoteName, t)
 	roleCh := make(chan *workflow.Role, 1)
 	go func() { roleCh <- r.d.remoteRole(ctx, cl, remoteName, t) }()
-	history, err := r.hist.get(ctx, cl, snapKey, t.Thread, t.Step)
+	history, err := r.hist.get(ctx, cl, key, t.Thread, t.Step)
 	if err != nil && ctx.Err() == nil {
 		r.d.log.Warn("read remote thread for its snapshot", "thread", ref, "err", err)
 	}
-	// The snapshot stays while the history is cached (histories removes it
-	// on eviction), so the next turn of the thread only appends to it.
-	snap, err := r.snaps.update(snapKey, history)
-	if err != nil {
-		return fail("adapter", fmt.Errorf("write thread snapshot: %w", err))
+	// The snapshot stays while the history is cached (histories removes
+	// it on eviction), so the next turn of the thread only appends to it.
+	a, ok := r.exec.Run(ctx, &reflex.Turn{
+		Thread: ref, Ref: ref, Key: key, Step: t.Step, Role: t.Role, Adapter: adapterName,
+		Prompt: t.Prompt, History: history,
+		RoleDef:  func() *workflow.Role { return <-roleCh },
+		Detected: func(e workflow.Event) { r.reportDetection(ctx, cl, t, e) },
+	})
+	if !ok {
+		return api.Response{}, false
 	}
-	workdir := r.d.paths.Home
-	req := adapter.Request{
-		Prompt:  t.Prompt,
-		Workdir: workdir,
-		Env: []string{"NERVE_THREAD=" + ref, "NERVE_ROLE=" + t.Role, "NERVE_STEP=" + strconv.Itoa(t.Step),
-			"NERVE_WORKDIR=" + workdir, "NERVE_THREAD_SNAPSHOT=" + snap, "NERVE_HOME=" + r.d.paths.Home,
-			"PATH=" + r.pathWithNerve()},
-		OnStart: func(pid int) { r.recordProc(remoteName+"-"+t.Turn, t.Step, pid) },
-	}
-	defer r.forgetProc(remoteName+"-"+t.Turn, t.Step)
-	active := ActiveTurn{Thread: ref, Step: t.Step, Role: t.Role, Adapter: adapterName, StartedAt: time.Now().UTC()}
-	r.setActive(active, true)
-	res, err := ad.Run(ctx, req)
-	r.setActive(active, false)
-	if ctx.Err() != nil {
-		return resp, false
-	}
-	if err != nil {
-		var ae *adapter.Error
-		if errors.As(err, &ae) {
-			resp.Usage = ae.Usage
-		}
-		kind := "adapter"
-		if errors.Is(err, adapter.ErrTimeout) {
-			kind = "timeout"
-		}
-		return fail(kind, err)
-	}
-	resp.Content, resp.Usage = res.Content, &res.Usage
-	if role := <-roleCh; role != nil {
-		x := &workflow.Extractor{Endpoint: repairEndpoint(cfg.Extract)}
-		meta, err := x.Extract(ctx, role, res.Content)
-		if err != nil {
-			resp.Error = &workflow.MessageError{Kind: "extract", Message: err.Error()}
-		}
-		resp.Meta = meta
-	}
-	return resp, true
+	return api.Response{Claim: t.Claim, Adapter: adapterName, Content: a.Content, Meta: a.Meta, Usage: a.Usage, Error: a.Error}, true
 }
 
 // heartbeat renews the lease about three times per lease while the turn
@@ -263,4 +217,23 @@ func (d *Daemon) remoteRole(ctx context.Context, cl *remote.Client, remoteName s
 	d.rdefs.byThread[thread] = def
 	d.rdefs.mu.Unlock()
 	return def.Roles[t.Role]
+}
+
+// maxDetectionMessage keeps a detection's message within what Khala
+// accepts (4 KiB).
+const maxDetectionMessage = 4000
+
+// reportDetection sends a detection of a running remote turn to the
+// remote's trace. It costs a request only when something was detected.
+func (r *runner) reportDetection(ctx context.Context, cl *remote.Client, t api.Turn, e workflow.Event) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	msg := e.Message
+	if len(msg) > maxDetectionMessage {
+		msg = strings.ToValidUTF8(msg[:maxDetectionMessage], "") + "…"
+	}
+	err := cl.TurnEvents(ctx, t.Turn, t.Claim, api.TurnEvent{Type: e.Type, Status: e.Status, Message: msg, Adapter: e.Adapter})
+	if err != nil && ctx.Err() == nil {
+		r.d.log.Warn("send detection to the remote", "remote", cl.Name, "turn", t.Turn, "err", err)
+	}
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/nerve-agents/nerve/reflex"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -24,6 +26,7 @@ type runner struct {
 	idle     chan struct{} // closed and replaced when active drops to 0
 	snaps    *snapshots
 	hist     *histories
+	exec     *reflex.Executor
 }
 
 func newRunner(d *Daemon, ctx context.Context) *runner {
@@ -31,6 +34,7 @@ func newRunner(d *Daemon, ctx context.Context) *runner {
 		active: map[string]ActiveTurn{}, idle: make(chan struct{}),
 		snaps: newSnapshots(d.paths.Snapshots())}
 	r.hist = newHistories(r.snaps.remove)
+	r.exec = newExecutor(d, r)
 	return r
 }
 
@@ -201,8 +205,10 @@ func (r *runner) activeTurns() []ActiveTurn {
 	return out
 }
 
+func activeKey(thread string, step int) string { return thread + "/" + strconv.Itoa(step) }
+
 func (r *runner) setActive(a ActiveTurn, on bool) {
-	key := fmt.Sprintf("%s/%d", a.Thread, a.Step)
+	key := activeKey(a.Thread, a.Step)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if on {

@@ -30,8 +30,8 @@ func (s *snapshots) path(thread string) string {
 	return filepath.Join(s.dir, thread+".jsonl")
 }
 
-// update makes thread's file hold at least msgs and returns its path.
-func (s *snapshots) update(thread string, msgs []workflow.Message) (string, error) {
+// Update makes thread's file hold at least msgs and returns its path.
+func (s *snapshots) Update(thread string, msgs []workflow.Message) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	path := s.path(thread)
