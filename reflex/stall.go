@@ -20,7 +20,7 @@ type stallWatch struct {
 	stopped bool
 	raised  int64 // the last output a stall was raised for; -1 none
 	raise   func(quiet time.Duration)
-	raising sync.WaitGroup
+	raising sync.Mutex // held while raising: one raise at a time
 }
 
 func watchStall(after time.Duration, raise func(quiet time.Duration)) *stallWatch {
@@ -48,14 +48,16 @@ func (w *stallWatch) check() {
 		w.raised = last
 	}
 	w.timer.Reset(next)
-	if raise {
-		w.raising.Add(1)
-		defer w.raising.Done()
+	if !raise {
+		w.mu.Unlock()
+		return
 	}
+	// Taken before mu is let go, so stop cannot return before this raise
+	// has ended.
+	w.raising.Lock()
+	defer w.raising.Unlock()
 	w.mu.Unlock()
-	if raise {
-		w.raise(quiet)
-	}
+	w.raise(quiet)
 }
 
 // stop ends the watch. A stall being raised is waited for, so none is
@@ -66,5 +68,6 @@ func (w *stallWatch) stop() {
 	w.stopped = true
 	w.timer.Stop()
 	w.mu.Unlock()
-	w.raising.Wait()
+	w.raising.Lock() // wait for a raise under way
+	w.raising.Unlock()
 }
