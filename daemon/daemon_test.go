@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -28,8 +27,9 @@ func startDaemon(t *testing.T) (*Client, config.Paths, func() error) {
 	cfg.Workflows = []string{filepath.Join(home, "workflows")}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	logger, _ := newTestLog(t)
 	go func() {
-		done <- Run(ctx, Options{Config: cfg, Version: "test", Logger: slog.New(slog.DiscardHandler)})
+		done <- Run(ctx, Options{Config: cfg, Version: "test", Logger: logger})
 	}()
 	paths := config.Paths{Home: home}
 	c := NewClient(paths.Socket())
@@ -124,7 +124,8 @@ func TestControlAPI(t *testing.T) {
 func TestSecondInstanceRefused(t *testing.T) {
 	_, paths, _ := startDaemon(t)
 	cfg := config.Defaults(paths.Home)
-	err := Run(context.Background(), Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
+	logger, _ := newTestLog(t)
+	err := Run(context.Background(), Options{Config: cfg, Logger: logger})
 	var running *ErrRunning
 	if !errors.As(err, &running) {
 		t.Fatalf("second daemon: %v", err)

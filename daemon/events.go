@@ -9,7 +9,7 @@ import (
 )
 
 // terminateSignal is what `daemon stop` (and POST /v1/shutdown) delivers.
-var terminateSignal = syscall.SIGTERM
+const terminateSignal = syscall.SIGTERM
 
 // handleEvents streams a thread's events as JSON lines. With follow=1 it
 // waits for news until the thread ends, so `workflow run` and `logs -f`

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -114,11 +113,17 @@ func TestOutboxDeliversAfterTheRemoteReturns(t *testing.T) {
 	cfg.Remotes["origin"] = config.Remote{URL: url}
 	dctx, stopDaemon := context.WithCancel(ctx)
 	ddone := make(chan error, 1)
-	go func() { ddone <- Run(dctx, Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)}) }()
+	logger, logs := newTestLog(t)
+	failed := logs.logged("outbox: remote unavailable; responses kept and retried")
+	go func() { ddone <- Run(dctx, Options{Config: cfg, Logger: logger}) }()
 	defer func() { stopDaemon(); <-ddone }()
 	dc := NewClient(paths.Socket())
 	waitUntil(t, "the daemon", func() bool { return dc.Ping(ctx) == nil })
-	time.Sleep(500 * time.Millisecond) // a few failed rounds while down
+	select { // a delivery round failed while the remote was down
+	case <-failed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the outbox never tried the remote while it was down")
+	}
 	if s, _ := dc.Status(ctx); s.Outbox != n {
 		t.Fatalf("outbox holds %d, want %d", s.Outbox, n)
 	}
