@@ -228,6 +228,9 @@ func printStatus(io *IOStreams, st *daemon.Status) {
 	fmt.Fprintf(w, "turns:    %d active, capacity %d\n", len(st.ActiveTurns), st.Capacity)
 	for _, a := range st.ActiveTurns {
 		fmt.Fprintf(w, "  %s step %d  %s via %s  %s\n", a.Thread, a.Step, a.Role, a.Adapter, time.Since(a.StartedAt).Round(time.Second))
+		for _, d := range a.Detections {
+			fmt.Fprintf(w, "    detection %s\n", d)
+		}
 	}
 	if len(st.Senses) > 0 {
 		names := make([]string, 0, len(st.Senses))

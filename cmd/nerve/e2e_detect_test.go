@@ -15,7 +15,7 @@ import (
 func TestE2ERemoteDetections(t *testing.T) {
 	k := startKhala(t)
 	script := `case "$NERVE_ROLE" in
-silent) sleep 2.5; echo woke up ;;
+silent) sleep 4; echo woke up ;;
 shaper) echo 'this is not json' ;;
 esac
 `
@@ -36,10 +36,13 @@ roles:
 `)
 	a.must(0, "workflow", "push", filepath.Join(a.home, "detect.yaml"), "origin")
 	a.must(0, "daemon", "start")
-	run := decodeRun(t, a.must(0, "workflow", "run", "origin/detect", "--json"))
-	if run.Status != "completed" {
-		t.Fatalf("run: %+v", run)
-	}
+	ref := strings.TrimSpace(a.must(0, "workflow", "run", "origin/detect", "--detach").stdout)
+	// While the silent turn runs, the daemon shows its stall.
+	waitFor(t, "daemon status to show the stall", func() bool {
+		return strings.Contains(a.must(0, "daemon", "status").stdout, "detection stall: no output for")
+	})
+	a.must(0, "workflow", "logs", ref, "-f")
+	run := runJSON{Thread: ref}
 
 	logs := a.must(0, "workflow", "logs", run.Thread).stdout
 	for _, want := range []string{"silent  detection stall: no output for", "shaper  detection malformed: structured output"} {
