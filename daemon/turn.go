@@ -35,6 +35,7 @@ func (r *runner) runTurn(ctx context.Context, t *workflow.Thread, d *workflow.De
 		return workflow.Message{}
 	}
 	role := d.Roles[turn.Role]
+	agent := r.d.config().Agent.Name // the name the turn started under
 	ref := workflow.Ref{Workflow: t.Workflow, Thread: t.ID}.String()
 	a, ok := r.exec.Run(ctx, &reflex.Turn{
 		Thread: t.ID, Ref: ref, Key: t.ID, Step: turn.Step, Role: turn.Role, Adapter: role.Adapter,
@@ -45,7 +46,7 @@ func (r *runner) runTurn(ctx context.Context, t *workflow.Thread, d *workflow.De
 	if !ok {
 		return workflow.Message{}
 	}
-	return workflow.Message{Agent: r.d.config().Agent.Name, Adapter: role.Adapter,
+	return workflow.Message{Agent: agent, Adapter: role.Adapter,
 		Content: a.Content, Meta: a.Meta, Usage: a.Usage, Error: a.Error}
 }
 

@@ -55,7 +55,7 @@ type Turn struct {
 	// History is the thread's messages so far, for the snapshot.
 	History []workflow.Message
 	// RoleDef returns the role's definition, for its meta schema; it is
-	// called only once the adapter has answered. Nil (or a nil role):
+	// called at most once, after the adapter has answered. Nil (or a nil role):
 	// no structured output is taken.
 	RoleDef func() *workflow.Role
 	// Detected, when set, is told of each detection besides the
