@@ -415,4 +415,6 @@ func checkTurnEvents(req api.TurnEvents) error {
 }
 
 // notKindRune reports a rune a detection kind may not hold.
-func notKindRune(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') }
+func notKindRune(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-')
+}

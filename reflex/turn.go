@@ -55,8 +55,8 @@ type Turn struct {
 	// History is the thread's messages so far, for the snapshot.
 	History []workflow.Message
 	// RoleDef returns the role's definition, for its meta schema; it is
-	// called at most once, after the adapter has answered. Nil (or a nil role):
-	// no structured output is taken.
+	// called at most once, after the adapter has answered. Nil (or a nil
+	// role): no structured output is taken.
 	RoleDef func() *workflow.Role
 	// Detected, when set, is told of each detection besides the
 	// executor's sink: a remote turn sends it to its remote's trace.
