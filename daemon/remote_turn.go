@@ -233,7 +233,12 @@ func (r *runner) reportDetection(ctx context.Context, cl *remote.Client, t api.T
 		msg = strings.ToValidUTF8(msg[:maxDetectionMessage], "") + "…"
 	}
 	err := cl.TurnEvents(ctx, t.Turn, t.Claim, api.TurnEvent{Type: e.Type, Status: e.Status, Message: msg, Adapter: e.Adapter})
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case err == nil, ctx.Err() != nil:
+	case remote.IsClaimLost(err):
+		// The turn is no longer ours; the heartbeat stops its adapter.
+		r.d.log.Debug("detection of a turn whose claim was lost", "remote", cl.Name, "turn", t.Turn)
+	default:
 		r.d.log.Warn("send detection to the remote", "remote", cl.Name, "turn", t.Turn, "err", err)
 	}
 }
