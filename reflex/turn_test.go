@@ -127,7 +127,7 @@ func answer(content string, u usage.Usage) func(context.Context, adapter.Request
 
 // Each case runs one turn in a synctest bubble, so silences of seconds
 // take no time and a stall is raised exactly when it is due.
-func TestExecutorRun(t *testing.T) {
+func TestTurnExecutorRun(t *testing.T) {
 	plain, shaped := roles(t)
 	spent := usage.Usage{InputTokens: 10, OutputTokens: 5}
 	cases := []struct {
@@ -275,7 +275,7 @@ func TestExecutorRun(t *testing.T) {
 
 // The agent's environment: the thread, role and step, its workdir and
 // snapshot, NERVE_HOME, and the running binary first on PATH.
-func TestExecutorEnvironment(t *testing.T) {
+func TestTurnExecutorEnvironment(t *testing.T) {
 	cfg := config.Defaults(t.TempDir())
 	cfg.Adapters["fake"] = config.Adapter{Type: "exec", Command: []string{"true"}}
 	rec := newRecorder()
