@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
 	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -62,7 +64,7 @@ func testHandoff(t *testing.T, bk backend) {
 	}
 	th := reviewer.thread(id)
 	for _, tt := range th.Turns {
-		if tt.Step == 2 && (tt.State != TurnClaimed || tt.Agent != "reviewer") {
+		if tt.Step == 2 && (tt.State != khaladb.TurnClaimed || tt.Agent != "reviewer") {
 			t.Fatalf("the handed turn is stored as %+v", tt)
 		}
 	}

@@ -15,6 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
+	"github.com/nerve-agents/nerve/khala/khaladb/khalabolt"
+
 	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -25,46 +29,53 @@ type testServer struct {
 	t      testing.TB
 	URL    string
 	srv    *Server
-	store  Storage
+	store  khaladb.Storage
 	enroll string
 	client *http.Client
 	stop   func()
 	// reopen opens another store over the same data: the server
 	// restarted, or another replica.
-	reopen func(testing.TB) Storage
+	reopen func(testing.TB) khaladb.Storage
 }
 
-// backend is a Storage the suite runs on. open returns a new, empty
-// store and a func that opens another store over the same data.
+// backend is a Storage the suite runs on. newDB makes a fresh, empty
+// database and says where it is as Serve's options; openDB opens a store
+// on it (again: the server restarted, or another replica).
 type backend struct {
-	name string
-	open func(t testing.TB) (Storage, func(testing.TB) Storage)
+	name   string
+	newDB  func(t testing.TB) ServeOptions
+	openDB func(t testing.TB, o ServeOptions) khaladb.Storage
 }
 
 // backends are what every test that takes a backend runs on, each as a
 // subtest: the embedded bbolt file, and PostgreSQL (pg_harness_test.go),
 // which skips with a reason when PostgreSQL is not installed.
-var backends = []backend{
-	{"bolt", openBoltBackend},
-	{"postgres", openPostgresBackend},
+var backends = []backend{boltBackend, pgBackend}
+
+var boltBackend = backend{"bolt", newBoltDB, openBoltDB}
+
+// open returns a store on a fresh database of bk, and a func that opens
+// another store over the same data.
+func (bk backend) open(t testing.TB) (khaladb.Storage, func(testing.TB) khaladb.Storage) {
+	t.Helper()
+	o := bk.newDB(t)
+	reopen := func(t testing.TB) khaladb.Storage {
+		t.Helper()
+		return bk.openDB(t, o)
+	}
+	return reopen(t), reopen
 }
 
 // serveOptions are Serve's options for a fresh database of bk, with an
 // enrollment token issued in it.
 func (bk backend) serveOptions(t testing.TB) (ServeOptions, string) {
 	t.Helper()
-	store, _ := bk.open(t)
+	o := bk.newDB(t)
+	store := bk.openDB(t, o)
 	defer store.Close()
 	et, err := IssueEnrollToken(t.Context(), store, 100, 0, time.Now())
 	if err != nil {
 		t.Fatal(err)
-	}
-	var o ServeOptions
-	switch s := store.(type) {
-	case *Bolt:
-		o.DB = s.db.Path()
-	case *Postgres:
-		o.Postgres = s.cfg.ConnString()
 	}
 	return o, et.Token
 }
@@ -76,17 +87,17 @@ func eachBackend(t *testing.T, test func(t *testing.T, bk backend)) {
 	}
 }
 
-func openBoltBackend(t testing.TB) (Storage, func(testing.TB) Storage) {
-	path := filepath.Join(t.TempDir(), "khala.db")
-	open := func(t testing.TB) Storage {
-		t.Helper()
-		store, err := OpenBolt(path, time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return store
+func newBoltDB(t testing.TB) ServeOptions {
+	return ServeOptions{DB: filepath.Join(t.TempDir(), "khala.db")}
+}
+
+func openBoltDB(t testing.TB, o ServeOptions) khaladb.Storage {
+	t.Helper()
+	store, err := khalabolt.Open(o.DB, time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return open(t), open
+	return store
 }
 
 // logWriter routes server logs to t.Log until the test ends.
@@ -128,7 +139,7 @@ func (bk backend) server(t testing.TB, tune ...func(*Options)) *testServer {
 
 // newServerOn serves an open store; stop (also run at cleanup) shuts the
 // server down and closes the store.
-func newServerOn(t testing.TB, store Storage, tune ...func(*Options)) *testServer {
+func newServerOn(t testing.TB, store khaladb.Storage, tune ...func(*Options)) *testServer {
 	t.Helper()
 	lw := &logWriter{t: t}
 	t.Cleanup(func() { lw.mu.Lock(); lw.done = true; lw.mu.Unlock() })

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
 	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -96,7 +98,7 @@ func testStaleClaim(t *testing.T, bk backend) {
 		t.Fatalf("made-up claim: %d", s)
 	}
 	// Nothing changed: no message, b still holds the turn.
-	if th := a.thread(id); th.Step != 1 || len(th.Turns) != 1 || th.Turns[0].Agent != "b" || th.Turns[0].State != TurnClaimed {
+	if th := a.thread(id); th.Step != 1 || len(th.Turns) != 1 || th.Turns[0].Agent != "b" || th.Turns[0].State != khaladb.TurnClaimed {
 		t.Fatalf("after stale answers: %+v %+v", th.Thread, th.Turns)
 	}
 	var msgs []workflow.Message

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
 )
 
 // metrics are this process's counters, written in the Prometheus text
@@ -58,7 +60,7 @@ func (m *metrics) request(status int) {
 }
 
 // write prints the metrics; st are storage gauges.
-func (m *metrics) write(w io.Writer, st Stats) {
+func (m *metrics) write(w io.Writer, st khaladb.Stats) {
 	gauge := func(name, help string, v int) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %d\n", name, help, name, name, v)
 	}

@@ -1,11 +1,11 @@
 package khala
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
 
 	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
@@ -18,10 +18,10 @@ import (
 // the same outcome as without the view.
 func TestPostgresFastPath(t *testing.T) {
 	rs := pgReplicas(t, 2)
-	pgs := []*Postgres{rs[0].store.(*Postgres), rs[1].store.(*Postgres)}
+	pgs := []*khalapg.Store{rs[0].store.(*khalapg.Store), rs[1].store.(*khalapg.Store)}
 	counts := func() string {
-		return fmt.Sprintf("fast %d/%d, stale %d/%d", pgs[0].views.fast.Load(), pgs[1].views.fast.Load(),
-			pgs[0].views.stale.Load(), pgs[1].views.stale.Load())
+		return fmt.Sprintf("fast %d/%d, stale %d/%d", pgs[0].FastPathStats().Fast, pgs[1].FastPathStats().Fast,
+			pgs[0].FastPathStats().Stale, pgs[1].FastPathStats().Stale)
 	}
 	a := rs[0].agent("a")
 	a.putWorkflow(pairWF)
@@ -89,8 +89,8 @@ func TestPostgresFastPath(t *testing.T) {
 // A claim of a thread with other open turns (parallel ones) keeps no view:
 // their state is not in it.
 func TestPostgresFastPathParallel(t *testing.T) {
-	ts := backend{"postgres", openPostgresBackend}.server(t)
-	pg := ts.store.(*Postgres)
+	ts := pgBackend.server(t)
+	pg := ts.store.(*khalapg.Store)
 	a, b := ts.agent("a"), ts.agent("b")
 	a.putWorkflow(panelWF)
 	answerAll := func(what, id string, tks []api.Turn, fast int64) {
@@ -100,7 +100,7 @@ func TestPostgresFastPathParallel(t *testing.T) {
 				t.Fatalf("%s: answer %s: %d %s", what, tk.Turn, s, d)
 			}
 		}
-		if f, s := pg.views.fast.Load(), pg.views.stale.Load(); f != fast || s != 0 {
+		if f, s := pg.FastPathStats().Fast, pg.FastPathStats().Stale; f != fast || s != 0 {
 			t.Fatalf("%s: fast %d, stale %d; want %d, 0", what, f, s, fast)
 		}
 		if th := a.thread(id); th.Status != workflow.StatusCompleted {
@@ -123,8 +123,8 @@ func TestPostgresFastPathParallel(t *testing.T) {
 // A view does not keep a long last message; the answer made from it reads
 // the message, and the moderator sees it whole.
 func TestPostgresFastPathLongMessage(t *testing.T) {
-	ts := backend{"postgres", openPostgresBackend}.server(t)
-	pg := ts.store.(*Postgres)
+	ts := pgBackend.server(t)
+	pg := ts.store.(*khalapg.Store)
 	a := ts.agent("a")
 	a.putWorkflow(`workflow: echo
 binding: cloud
@@ -134,13 +134,13 @@ roles:
   w: {prompt: You write.}
 `)
 	id := a.start("echo", nil, "")
-	long := strings.Repeat("x", maxViewBody+1)
+	long := strings.Repeat("x", khalapg.MaxViewBody+1)
 	for _, content := range []string{long, "second"} {
 		if s, d := a.respond(a.claimOne(), content, nil); s != 200 {
 			t.Fatalf("answer: %d %s", s, d)
 		}
 	}
-	if f, s := pg.views.fast.Load(), pg.views.stale.Load(); f != 2 || s != 0 {
+	if f, s := pg.FastPathStats().Fast, pg.FastPathStats().Stale; f != 2 || s != 0 {
 		t.Fatalf("fast %d, stale %d; want 2, 0", f, s)
 	}
 	th := a.thread(id)
@@ -155,8 +155,8 @@ roles:
 // a sequential thread served by waiting agents writes every answer in one
 // statement. The thread and its trace are those of any other run.
 func TestPostgresFastPathHandoff(t *testing.T) {
-	ts := backend{"postgres", openPostgresBackend}.server(t)
-	pg := ts.store.(*Postgres)
+	ts := pgBackend.server(t)
+	pg := ts.store.(*khalapg.Store)
 	a := ts.agent("a")
 	a.putWorkflow(pairWF)
 	id := a.start("pair", map[string]any{"turns": 5}, "")
@@ -184,7 +184,7 @@ func TestPostgresFastPathHandoff(t *testing.T) {
 	}
 	// The first answer had its claim's view; the others, the view the
 	// answer before them left.
-	if f, s := pg.views.fast.Load(), pg.views.stale.Load(); f != 5 || s != 0 {
+	if f, s := pg.FastPathStats().Fast, pg.FastPathStats().Stale; f != 5 || s != 0 {
 		t.Fatalf("fast %d, stale %d; want 5, 0", f, s)
 	}
 	th := a.thread(id)
@@ -199,52 +199,5 @@ func TestPostgresFastPathHandoff(t *testing.T) {
 	}
 	if started != 5 {
 		t.Fatalf("%d turn.started events, want 5", started)
-	}
-}
-
-// A change made from a view that moved stops at the thread's version
-// check: it reports stale at once and waits for no lock another
-// transaction holds on its turns (which could otherwise close a cycle with
-// that transaction).
-func TestPostgresStaleChangeTakesNoTurnLock(t *testing.T) {
-	ts := backend{"postgres", openPostgresBackend}.server(t)
-	pg := ts.store.(*Postgres)
-	a := ts.agent("a")
-	a.putWorkflow(pairWF)
-	id := a.start("pair", nil, "")
-	ctx := context.Background()
-	v, err := pg.Thread(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, _ := pgThreadID(id)
-	holder, err := pg.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Rollback(ctx)
-	if _, err := holder.Exec(ctx, "SELECT 1 FROM khala_turns WHERE thread = $1 AND step = 1 FOR UPDATE", int64(n)); err != nil {
-		t.Fatal(err)
-	}
-	write := func(version uint64) (time.Duration, error) {
-		tk := v.Turns[0]
-		tk.State = TurnCancelled
-		c := &ThreadChange{Thread: v.Thread, Turns: []Turn{tk}}
-		st, err := changeStatement(n, c, version)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		start := time.Now()
-		err = scanChange(pg.pool.QueryRow(wctx, st.sql, st.args...), c)
-		return time.Since(start), err
-	}
-	if took, err := write(v.Thread.Version + 1); !isStale(err) || took > 500*time.Millisecond {
-		t.Fatalf("a change from a moved view: %v after %s; want stale at once", err, took)
-	}
-	// At the current version the same change waits for the turn's lock.
-	if _, err := write(v.Thread.Version); err == nil || isStale(err) {
-		t.Fatalf("a change at the current version while its turn is locked: %v; want a timeout", err)
 	}
 }

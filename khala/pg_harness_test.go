@@ -6,27 +6,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
+	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
+
 	"github.com/nerve-agents/nerve/khala/pgtest"
 )
 
-// openPostgresBackend gives a test a fresh database on the test binary's
+// pgBackend gives a test a fresh database on the test binary's
 // PostgreSQL cluster (pgtest), and opens stores on it: each one is what a
 // replica holds.
-func openPostgresBackend(t testing.TB) (Storage, func(testing.TB) Storage) {
-	dsn := pgtest.Database(t)
-	open := func(t testing.TB) Storage {
-		t.Helper()
-		return openPG(t, dsn)
-	}
-	return open(t), open
-}
+var pgBackend = backend{"postgres", newPGDB, func(t testing.TB, o ServeOptions) khaladb.Storage { return openPG(t, o.Postgres) }}
+
+func newPGDB(t testing.TB) ServeOptions { return ServeOptions{Postgres: pgtest.Database(t)} }
 
 // openPG opens a store on dsn, closed when t ends, logging to t.
-func openPG(t testing.TB, dsn string) *Postgres {
+func openPG(t testing.TB, dsn string) *khalapg.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := OpenPostgres(ctx, PostgresOptions{DSN: dsn, PoolSize: 8, Logger: testLogger(t)})
+	p, err := khalapg.Open(ctx, khalapg.Options{DSN: dsn, PoolSize: 8, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatalf("open postgres: %v", err)
 	}

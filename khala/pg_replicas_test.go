@@ -17,7 +17,7 @@ import (
 // with its own store, as n replicas behind a load balancer would be.
 func pgReplicas(t *testing.T, n int, tune ...func(*Options)) []*testServer {
 	t.Helper()
-	first := backend{"postgres", openPostgresBackend}.server(t, tune...)
+	first := pgBackend.server(t, tune...)
 	out := []*testServer{first}
 	for range n - 1 {
 		ts := newServerOn(t, first.reopen(t), tune...)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
 )
 
 // serveInBackground runs Serve on a free loopback port and returns its URL
@@ -79,7 +81,7 @@ func TestServeAndEnrollTokens(t *testing.T) {
 	}
 	// A second server on the same file is refused.
 	err = Serve(t.Context(), ServeOptions{Addr: "127.0.0.1:0", DB: db, Logger: slog.New(slog.DiscardHandler)})
-	if !errors.Is(err, ErrLocked) {
+	if !errors.Is(err, khaladb.ErrLocked) {
 		t.Fatalf("second serve: %v", err)
 	}
 	if _, err := os.Stat(AdminFile(db)); err != nil {

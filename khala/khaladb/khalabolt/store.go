@@ -1,4 +1,4 @@
-package khala
+package khalabolt
 
 import (
 	"context"
@@ -11,9 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/nerve-agents/nerve/khala/khaladb"
+	"github.com/nerve-agents/nerve/khala/khaladb/internal/shared"
 
-	"github.com/nerve-agents/nerve/workflow"
+	bolt "go.etcd.io/bbolt"
 )
 
 var (
@@ -54,19 +55,19 @@ const (
 // storeFormat is the layout of the records below and in bolt_codec.go.
 const storeFormat = 1
 
-// Bolt is the embedded Storage: one bbolt file, one process.
-type Bolt struct {
+// Store is the embedded Storage: one bbolt file, one process.
+type Store struct {
 	db    *bolt.DB
-	hints *hints
+	hints *khaladb.Hints
 	w     writer
 
 	// threadLocks serialise UpdateThread per thread (striped), so its
 	// optimistic check fails only against claims and heartbeats.
 	threadLocks [256]sync.Mutex
 
-	msgs   msgCache
+	msgs   shared.Messages
 	seqs   seqCache
-	agents agentCache
+	agents shared.Agents
 	events eventIndex
 	// lastThread is the last thread number handed out. Only created
 	// threads move the stored counter (in their own commit): a number
@@ -75,9 +76,9 @@ type Bolt struct {
 	lastThread atomic.Uint64
 }
 
-// OpenBolt opens (creating) the bbolt file at path, waiting at most
+// Open opens (creating) the bbolt file at path, waiting at most
 // timeout for another process's lock (ErrLocked).
-func OpenBolt(path string, timeout time.Duration) (*Bolt, error) {
+func Open(path string, timeout time.Duration) (*Store, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout: timeout,
 		// The freelist is rebuilt at open instead of written per commit:
@@ -86,7 +87,7 @@ func OpenBolt(path string, timeout time.Duration) (*Bolt, error) {
 		FreelistType:   bolt.FreelistMapType,
 	})
 	if errors.Is(err, bolt.ErrTimeout) {
-		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
+		return nil, fmt.Errorf("open %s: %w", path, khaladb.ErrLocked)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -112,9 +113,8 @@ func OpenBolt(path string, timeout time.Duration) (*Bolt, error) {
 		db.Close()
 		return nil, fmt.Errorf("init %s: %w", path, err)
 	}
-	b := &Bolt{db: db, hints: newHints(), w: writer{db: db}, msgs: msgCache{m: map[uint64][]workflow.Message{}},
-		agents: agentCache{m: map[Hash]cachedAgent{}},
-		seqs:   seqCache{m: map[uint64]uint64{}}}
+	b := &Store{db: db, hints: khaladb.NewHints(), w: writer{db: db},
+		seqs: seqCache{m: map[uint64]uint64{}}}
 	err = db.View(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bMeta).Get(kNextThread); v != nil {
 			b.lastThread.Store(binary.BigEndian.Uint64(v))
@@ -129,7 +129,7 @@ func OpenBolt(path string, timeout time.Duration) (*Bolt, error) {
 }
 
 // Close finishes the writes already asked for, then closes the file.
-func (b *Bolt) Close() error {
+func (b *Store) Close() error {
 	if !b.w.close() {
 		return nil
 	}
@@ -137,30 +137,30 @@ func (b *Bolt) Close() error {
 }
 
 // Ping implements Storage: an open file is always reachable.
-func (b *Bolt) Ping(ctx context.Context) error {
+func (b *Store) Ping(ctx context.Context) error {
 	if b.w.isClosed() {
-		return ErrClosed
+		return khaladb.ErrClosed
 	}
 	return nil
 }
 
 // Changed implements Storage.
-func (b *Bolt) Changed(topic string) <-chan struct{} { return b.hints.Wait(topic) }
+func (b *Store) Changed(topic string) <-chan struct{} { return b.hints.Wait(topic) }
 
 // update runs fn in a write transaction, batched with others' (see
 // writer). fn must report business outcomes through its closure and
 // return an error only when the transaction itself fails: it may run
 // again, alone, if another request in its batch fails.
-func (b *Bolt) update(fn func(tx *bolt.Tx) error) error { return b.w.update(fn) }
+func (b *Store) update(fn func(tx *bolt.Tx) error) error { return b.w.update(fn) }
 
-func (b *Bolt) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+func (b *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return b.db.View(fn)
 }
 
-func (b *Bolt) lockThread(id string) func() {
+func (b *Store) lockThread(id string) func() {
 	h := fnv.New32a()
 	h.Write([]byte(id))
 	m := &b.threadLocks[h.Sum32()%uint32(len(b.threadLocks))]

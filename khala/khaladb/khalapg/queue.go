@@ -1,10 +1,14 @@
-package khala
+package khalapg
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/nerve-agents/nerve/khala/khaladb/internal/shared"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -94,10 +98,10 @@ FROM claimed c LEFT JOIN LATERAL (SELECT version AS th_version, pending AS th_pe
 	FROM khala_threads WHERE n = c.thread) th ON true`
 
 // Claim implements Storage.
-func (p *Postgres) Claim(ctx context.Context, q ClaimQuery) ([]Turn, error) {
+func (p *Store) Claim(ctx context.Context, q khaladb.ClaimQuery) ([]khaladb.Turn, error) {
 	claims := make([]string, q.Max)
 	for i := range claims {
-		claims[i] = newClaimID()
+		claims[i] = khaladb.NewClaimID()
 	}
 	wfs, roles := q.Workflows, q.Roles
 	if wfs == nil {
@@ -107,7 +111,7 @@ func (p *Postgres) Claim(ctx context.Context, q ClaimQuery) ([]Turn, error) {
 		roles = []string{}
 	}
 	// One statement, its own transaction. Its plan is made once per
-	// connection without sorts or bitmap scans (see OpenPostgres): the
+	// connection without sorts or bitmap scans (see Open): the
 	// queue's statistics lag behind a burst of new threads, and the only
 	// plan wanted at any size walks the queue index in order and stops at
 	// the first turns that can be locked.
@@ -115,18 +119,18 @@ func (p *Postgres) Claim(ctx context.Context, q ClaimQuery) ([]Turn, error) {
 	var views []claimView
 	var rows pgx.Rows
 	if q.Max == 1 {
-		rows, _ = p.pool.Query(ctx, claimOneSQL, wfs, roles, claims[0], q.Agent, nanos(q.Now))
+		rows, _ = p.pool.Query(ctx, claimOneSQL, wfs, roles, claims[0], q.Agent, shared.Nanos(q.Now))
 	} else {
-		rows, _ = p.pool.Query(ctx, claimSQL, q.Max, wfs, roles, claims, q.Agent, nanos(q.Now))
+		rows, _ = p.pool.Query(ctx, claimSQL, q.Max, wfs, roles, claims, q.Agent, shared.Nanos(q.Now))
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Turn, error) {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (khaladb.Turn, error) {
 		var (
 			left int64
 			cv   claimView
 		)
 		t, err := scanTurn(rowWithExtra{r, []any{&left, &cv.version, &cv.pending, &cv.record, &cv.steps, &cv.last}})
 		siblings = siblings || left > 0
-		cv.turns = []Turn{t}
+		cv.turns = []khaladb.Turn{t}
 		views = append(views, cv)
 		return t, err
 	})
@@ -138,12 +142,12 @@ func (p *Postgres) Claim(ctx context.Context, q ClaimQuery) ([]Turn, error) {
 	}
 	topics := make([]string, 0, len(out)+1)
 	for _, t := range out {
-		topics = append(topics, ThreadTopic(t.Thread))
+		topics = append(topics, khaladb.ThreadTopic(t.Thread))
 	}
 	if siblings {
 		// Turns of these threads were skipped while this claim held
 		// their counters: whoever waits may take them now.
-		topics = append(topics, TopicQueue)
+		topics = append(topics, khaladb.TopicQueue)
 	}
 	p.publish(topics...)
 	return out, p.fail("", nil)
@@ -158,14 +162,14 @@ type rowWithExtra struct {
 func (r rowWithExtra) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra...)...) }
 
 // Heartbeat implements Storage.
-func (p *Postgres) Heartbeat(ctx context.Context, turn, claim string, now time.Time) (Turn, error) {
+func (p *Store) Heartbeat(ctx context.Context, turn, claim string, now time.Time) (khaladb.Turn, error) {
 	n, step, ok := pgTurnID(turn)
 	if !ok {
-		return Turn{}, ErrNotFound
+		return khaladb.Turn{}, khaladb.ErrNotFound
 	}
 	t, err := scanTurn(p.pool.QueryRow(ctx, `UPDATE khala_turns SET lease_expires = $4 + lease, rev = rev + 1
 		WHERE thread = $1 AND step = $2 AND claim = $3 AND state = 'claimed' AND lease_expires >= $4
-		RETURNING `+turnCols, int64(n), step, claim, nanos(now)))
+		RETURNING `+turnCols, int64(n), step, claim, shared.Nanos(now)))
 	if err == nil {
 		p.views.heartbeat(n, t)
 	}
@@ -176,33 +180,33 @@ func (p *Postgres) Heartbeat(ctx context.Context, turn, claim string, now time.T
 	t, err = p.Turn(ctx, turn)
 	switch {
 	case err != nil:
-		return Turn{}, err
-	case t.Claim == claim && t.State == TurnCancelled:
+		return khaladb.Turn{}, err
+	case t.Claim == claim && t.State == khaladb.TurnCancelled:
 		return t, nil // the holder hears cancel: true
 	}
-	return Turn{}, ErrClaimLost
+	return khaladb.Turn{}, khaladb.ErrClaimLost
 }
 
 // Due implements Storage.
-func (p *Postgres) Due(ctx context.Context, now time.Time, limit int) ([]DueTurn, time.Time, error) {
+func (p *Store) Due(ctx context.Context, now time.Time, limit int) ([]khaladb.DueTurn, time.Time, error) {
 	b := &pgx.Batch{}
 	b.Queue(`(SELECT 'expired', thread, step, claim FROM khala_turns WHERE state = 'claimed' AND lease_expires <= $1
 			ORDER BY lease_expires LIMIT $2)
 		UNION ALL
 		(SELECT 'idle', thread, step, '' FROM khala_turns WHERE state = 'queued' AND idle_at > 0 AND idle_at <= $1
-			ORDER BY idle_at LIMIT $2)`, nanos(now), limit+1)
+			ORDER BY idle_at LIMIT $2)`, shared.Nanos(now), limit+1)
 	b.Queue(`SELECT least((SELECT min(lease_expires) FROM khala_turns WHERE state = 'claimed' AND lease_expires > $1),
-		(SELECT min(idle_at) FROM khala_turns WHERE state = 'queued' AND idle_at > $1))`, nanos(now))
+		(SELECT min(idle_at) FROM khala_turns WHERE state = 'queued' AND idle_at > $1))`, shared.Nanos(now))
 	br := p.pool.SendBatch(ctx, b)
 	defer br.Close()
 	rows, _ := br.Query()
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DueTurn, error) {
-		var d DueTurn
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (khaladb.DueTurn, error) {
+		var d khaladb.DueTurn
 		var n int64
 		var step int
 		err := r.Scan(&d.Kind, &n, &step, &d.Claim)
-		d.Thread = threadID(uint64(n))
-		d.Turn = TurnID(d.Thread, step)
+		d.Thread = khaladb.ThreadID(uint64(n))
+		d.Turn = khaladb.TurnID(d.Thread, step)
 		return d, err
 	})
 	if err != nil {
@@ -214,7 +218,7 @@ func (p *Postgres) Due(ctx context.Context, now time.Time, limit int) ([]DueTurn
 	}
 	var at time.Time
 	if next != nil {
-		at = fromNanos(*next)
+		at = shared.FromNanos(*next)
 	}
 	if len(out) > limit {
 		out, at = out[:limit], now // more is due now
@@ -223,8 +227,8 @@ func (p *Postgres) Due(ctx context.Context, now time.Time, limit int) ([]DueTurn
 }
 
 // Stats implements Storage.
-func (p *Postgres) Stats(ctx context.Context) (Stats, error) {
-	var s Stats
+func (p *Store) Stats(ctx context.Context) (khaladb.Stats, error) {
+	var s khaladb.Stats
 	err := p.pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM khala_turns WHERE state = 'queued'),
 		(SELECT count(*) FROM khala_turns WHERE state = 'claimed'),
@@ -234,25 +238,25 @@ func (p *Postgres) Stats(ctx context.Context) (Stats, error) {
 
 // ClaimWebhooks implements Storage: deliveries are leased with SKIP
 // LOCKED, so each is in flight at one replica at a time.
-func (p *Postgres) ClaimWebhooks(ctx context.Context, now time.Time, lease time.Duration, max int) ([]Webhook, time.Time, error) {
+func (p *Store) ClaimWebhooks(ctx context.Context, now time.Time, lease time.Duration, max int) ([]khaladb.Webhook, time.Time, error) {
 	b := &pgx.Batch{}
 	b.Queue(`WITH due AS (SELECT id FROM khala_webhooks WHERE next_at <= $1 ORDER BY next_at, id LIMIT $3 FOR UPDATE SKIP LOCKED)
 		UPDATE khala_webhooks w SET next_at = $2 FROM due WHERE w.id = due.id
-		RETURNING w.id, w.url, w.payload, w.attempts, w.next_at, w.last_error, w.created`, nanos(now), nanos(now.Add(lease)), max)
-	b.Queue("SELECT min(next_at) FROM khala_webhooks WHERE next_at > $1", nanos(now))
+		RETURNING w.id, w.url, w.payload, w.attempts, w.next_at, w.last_error, w.created`, shared.Nanos(now), shared.Nanos(now.Add(lease)), max)
+	b.Queue("SELECT min(next_at) FROM khala_webhooks WHERE next_at > $1", shared.Nanos(now))
 	br := p.pool.SendBatch(ctx, b)
 	defer br.Close()
 	rows, _ := br.Query()
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Webhook, error) {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (khaladb.Webhook, error) {
 		var (
-			w                 Webhook
+			w                 khaladb.Webhook
 			id, next, created int64
 			payload           []byte
 		)
 		if err := r.Scan(&id, &w.URL, &payload, &w.Attempts, &next, &w.LastErr, &created); err != nil {
 			return w, err
 		}
-		w.ID, w.NextAt, w.Created = uint64(id), fromNanos(next), fromNanos(created)
+		w.ID, w.NextAt, w.Created = uint64(id), shared.FromNanos(next), shared.FromNanos(created)
 		return w, json.Unmarshal(payload, &w.Payload)
 	})
 	if err != nil {
@@ -264,22 +268,22 @@ func (p *Postgres) ClaimWebhooks(ctx context.Context, now time.Time, lease time.
 	}
 	var at time.Time
 	if next != nil {
-		at = fromNanos(*next)
+		at = shared.FromNanos(*next)
 	}
 	return out, at, p.fail("", nil)
 }
 
 // FinishWebhook implements Storage.
-func (p *Postgres) FinishWebhook(ctx context.Context, id uint64, attempts int, retryAt time.Time, lastErr string) error {
+func (p *Store) FinishWebhook(ctx context.Context, id uint64, attempts int, retryAt time.Time, lastErr string) error {
 	var err error
 	if retryAt.IsZero() {
 		_, err = p.pool.Exec(ctx, "DELETE FROM khala_webhooks WHERE id = $1", int64(id))
 	} else {
 		_, err = p.pool.Exec(ctx, "UPDATE khala_webhooks SET attempts = $2, next_at = $3, last_error = $4 WHERE id = $1",
-			int64(id), attempts, nanos(retryAt), lastErr)
+			int64(id), attempts, shared.Nanos(retryAt), lastErr)
 		if err == nil {
 			// Deliverers sleep until the next due time they know: wake them.
-			p.publish(TopicWebhooks)
+			p.publish(khaladb.TopicWebhooks)
 		}
 	}
 	return p.fail("record a webhook delivery", err)

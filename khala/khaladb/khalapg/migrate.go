@@ -1,4 +1,4 @@
-package khala
+package khalapg
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -67,7 +66,7 @@ func SchemaVersion() int {
 // migrate brings the schema up to date in one transaction under an
 // advisory lock: a replica that starts while another migrates waits, then
 // finds nothing left to do; a migration that fails leaves no trace.
-func (p *Postgres) migrate(ctx context.Context) error {
+func (p *Store) migrate(ctx context.Context) error {
 	ms, err := loadMigrations(migrationFiles)
 	if err != nil {
 		return err
@@ -112,16 +111,4 @@ func (p *Postgres) migrate(ctx context.Context) error {
 		p.log.Info("schema migrated", "db", p.display, "applied", strings.Join(applied, ","), "version", len(ms))
 	}
 	return nil
-}
-
-// IssuePostgresToken issues an enrollment token into the PostgreSQL
-// database dsn (migrating its schema first if need be): replicas hold no
-// lock on it, so no server is asked.
-func IssuePostgresToken(ctx context.Context, dsn string, uses int, ttl time.Duration) (EnrollTokenResponse, error) {
-	p, err := OpenPostgres(ctx, PostgresOptions{DSN: dsn, PoolSize: 1})
-	if err != nil {
-		return EnrollTokenResponse{}, err
-	}
-	defer p.Close()
-	return IssueEnrollToken(ctx, p, uses, ttl, time.Now().UTC())
 }

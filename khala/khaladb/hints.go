@@ -1,23 +1,25 @@
-package khala
+package khaladb
 
 import "sync"
 
-// hints broadcasts wake-ups by topic: Wait returns a channel that the next
+// Hints broadcasts wake-ups by topic: Wait returns a channel that the next
 // Notify of that topic closes. Taking the channel before reading state and
 // waiting on it after means a change in between is never missed.
 //
 // Closing one channel wakes every waiter at once; with agents counted in
 // dozens that herd is cheaper than per-waiter bookkeeping, and the losers
 // of a claim go back to waiting after one read.
-type hints struct {
+type Hints struct {
 	mu    sync.Mutex
 	chans map[string]chan struct{}
 }
 
-func newHints() *hints { return &hints{chans: map[string]chan struct{}{}} }
+// NewHints returns an empty Hints. Backends implement Storage.Changed with
+// one.
+func NewHints() *Hints { return &Hints{chans: map[string]chan struct{}{}} }
 
 // Wait returns the channel the next Notify(topic) closes.
-func (h *hints) Wait(topic string) <-chan struct{} {
+func (h *Hints) Wait(topic string) <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c, ok := h.chans[topic]
@@ -29,7 +31,7 @@ func (h *hints) Wait(topic string) <-chan struct{} {
 }
 
 // Notify wakes the waiters of topic. Topics nobody waits on cost nothing.
-func (h *hints) Notify(topics ...string) {
+func (h *Hints) Notify(topics ...string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, t := range topics {
@@ -37,5 +39,16 @@ func (h *hints) Notify(topics ...string) {
 			close(c)
 			delete(h.chans, t)
 		}
+	}
+}
+
+// NotifyAll wakes every waiter, whatever its topic: what changed while
+// nobody could tell is unknown, so everyone looks.
+func (h *Hints) NotifyAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for t, c := range h.chans {
+		close(c)
+		delete(h.chans, t)
 	}
 }

@@ -1,4 +1,4 @@
-package khala
+package khalapg
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -33,14 +35,14 @@ func isStale(err error) bool {
 
 // NextThreadID implements Storage: a sequence, so every replica draws
 // from one counter, and an id drawn and never used is a gap.
-func (p *Postgres) NextThreadID(ctx context.Context) (string, error) {
+func (p *Store) NextThreadID(ctx context.Context) (string, error) {
 	var n int64
 	err := p.pool.QueryRow(ctx, "SELECT nextval('khala_thread_ids')").Scan(&n)
-	return threadID(uint64(n)), p.fail("reserve a thread id", err)
+	return khaladb.ThreadID(uint64(n)), p.fail("reserve a thread id", err)
 }
 
 // CreateThread implements Storage.
-func (p *Postgres) CreateThread(ctx context.Context, c *ThreadChange) error {
+func (p *Store) CreateThread(ctx context.Context, c *khaladb.ThreadChange) error {
 	n, ok := pgThreadID(c.Thread.ID)
 	if !ok {
 		return fmt.Errorf("create thread: bad id %q", c.Thread.ID)
@@ -70,10 +72,10 @@ func (p *Postgres) CreateThread(ctx context.Context, c *ThreadChange) error {
 // is not invalidated by a heartbeat storm. Turns still carry their
 // revision, checked as they are written: a change made from a view that
 // moved anyway is stale, and fn runs again.
-func (p *Postgres) UpdateThread(ctx context.Context, id string, fn func(*ThreadView) (*ThreadChange, error)) error {
+func (p *Store) UpdateThread(ctx context.Context, id string, fn func(*khaladb.ThreadView) (*khaladb.ThreadChange, error)) error {
 	n, ok := pgThreadID(id)
 	if !ok {
-		return ErrNotFound
+		return khaladb.ErrNotFound
 	}
 	if done, err := p.updateFast(ctx, n, fn); done {
 		return err
@@ -89,10 +91,10 @@ func (p *Postgres) UpdateThread(ctx context.Context, id string, fn func(*ThreadV
 		p.publishChange(c, v)
 		return nil
 	}
-	return ErrConflict
+	return khaladb.ErrConflict
 }
 
-func (p *Postgres) updateOnce(ctx context.Context, n uint64, fn func(*ThreadView) (*ThreadChange, error)) (*ThreadView, *ThreadChange, error) {
+func (p *Store) updateOnce(ctx context.Context, n uint64, fn func(*khaladb.ThreadView) (*khaladb.ThreadChange, error)) (*khaladb.ThreadView, *khaladb.ThreadChange, error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return nil, nil, p.fail("update thread", err)
@@ -115,7 +117,7 @@ func (p *Postgres) updateOnce(ctx context.Context, n uint64, fn func(*ThreadView
 	}
 	if err != nil {
 		rollback(conn)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, khaladb.ErrNotFound) {
 			return nil, nil, err
 		}
 		return nil, nil, p.fail("read thread", err)
@@ -169,36 +171,36 @@ func rollback(conn *pgxpool.Conn) {
 // publishChange wakes whoever waits on what c changed (v: the view it was
 // made from). A claim skips the turns of a thread whose change is being
 // committed, so queued turns the change did not write wake the queue too.
-func (p *Postgres) publishChange(c *ThreadChange, v *ThreadView) {
-	topics := []string{ThreadTopic(c.Thread.ID)}
-	queued := slices.ContainsFunc(c.Turns, func(t Turn) bool { return t.State == TurnQueued })
+func (p *Store) publishChange(c *khaladb.ThreadChange, v *khaladb.ThreadView) {
+	topics := []string{khaladb.ThreadTopic(c.Thread.ID)}
+	queued := slices.ContainsFunc(c.Turns, func(t khaladb.Turn) bool { return t.State == khaladb.TurnQueued })
 	if v != nil && !c.Thread.Ended() {
-		queued = queued || slices.ContainsFunc(v.Turns, func(t Turn) bool { return t.State == TurnQueued })
+		queued = queued || slices.ContainsFunc(v.Turns, func(t khaladb.Turn) bool { return t.State == khaladb.TurnQueued })
 	}
 	if queued {
-		topics = append(topics, TopicQueue)
+		topics = append(topics, khaladb.TopicQueue)
 	}
 	if len(c.Webhooks) > 0 {
-		topics = append(topics, TopicWebhooks)
+		topics = append(topics, khaladb.TopicWebhooks)
 	}
 	p.publish(topics...)
 }
 
 // Turn implements Storage.
-func (p *Postgres) Turn(ctx context.Context, id string) (Turn, error) {
+func (p *Store) Turn(ctx context.Context, id string) (khaladb.Turn, error) {
 	n, step, ok := pgTurnID(id)
 	if !ok {
-		return Turn{}, ErrNotFound
+		return khaladb.Turn{}, khaladb.ErrNotFound
 	}
 	t, err := scanTurn(p.pool.QueryRow(ctx, "SELECT "+turnCols+" FROM khala_turns WHERE thread = $1 AND step = $2", int64(n), step))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return t, ErrNotFound
+		return t, khaladb.ErrNotFound
 	}
 	return t, p.fail("read turn "+id, err)
 }
 
 // Threads implements Storage.
-func (p *Postgres) Threads(ctx context.Context, q ThreadQuery) ([]Thread, error) {
+func (p *Store) Threads(ctx context.Context, q khaladb.ThreadQuery) ([]khaladb.Thread, error) {
 	limit := int64(q.Limit)
 	if limit <= 0 {
 		limit = -1 // LIMIT NULL: all
@@ -209,8 +211,8 @@ func (p *Postgres) Threads(ctx context.Context, q ThreadQuery) ([]Thread, error)
 	if err != nil {
 		return nil, p.fail("list threads", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Thread, error) {
-		var t Thread
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (khaladb.Thread, error) {
+		var t khaladb.Thread
 		var version int64
 		var rec []byte
 		if err := r.Scan(&version, &rec); err != nil {
@@ -226,10 +228,10 @@ func (p *Postgres) Threads(ctx context.Context, q ThreadQuery) ([]Thread, error)
 }
 
 // Events implements Storage.
-func (p *Postgres) Events(ctx context.Context, thread string, after uint64, limit int) ([]workflow.Event, error) {
+func (p *Store) Events(ctx context.Context, thread string, after uint64, limit int) ([]workflow.Event, error) {
 	n, ok := pgThreadID(thread)
 	if !ok {
-		return nil, ErrNotFound
+		return nil, khaladb.ErrNotFound
 	}
 	lim := int64(limit)
 	if lim <= 0 {

@@ -1,7 +1,9 @@
-package khala
+package khalabolt
 
 import (
 	"sync"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -36,7 +38,7 @@ func (w *writer) update(fn func(tx *bolt.Tx) error) error {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		return ErrClosed
+		return khaladb.ErrClosed
 	}
 	w.busy.Add(1)
 	defer w.busy.Done()

@@ -1,4 +1,4 @@
-package khala
+package khalapg
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
+	"github.com/nerve-agents/nerve/khala/khaladb/internal/shared"
 
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -34,16 +37,16 @@ import (
 // claimView is what a claim read of one thread.
 type claimView struct {
 	version int64
-	pending []int32 // steps of the thread's open turns
-	record  []byte  // the thread, JSON
-	steps   []int32 // steps of its messages
-	last    []byte  // the body of its last message; nil: none
-	turns   []Turn  // this claim's turns of the thread, in step order
+	pending []int32        // steps of the thread's open turns
+	record  []byte         // the thread, JSON
+	steps   []int32        // steps of its messages
+	last    []byte         // the body of its last message; nil: none
+	turns   []khaladb.Turn // this claim's turns of the thread, in step order
 }
 
-// maxViewBody bounds the last message a view keeps: a replica holds views
-// of up to maxCachedThreads threads.
-const maxViewBody = 16 << 10
+// MaxViewBody bounds the last message a claim's view keeps: a replica holds views
+// of up to shared.MaxThreads threads.
+const MaxViewBody = 16 << 10
 
 // claimViews keeps the view of each thread whose open turns this replica
 // handed out last (by a claim or a handoff), until the thread's next
@@ -74,7 +77,7 @@ func (c *claimViews) claimed(rows []claimView) {
 			c.take(n) // other turns are open: their state is not in the view
 			continue
 		}
-		if len(v.last) > maxViewBody {
+		if len(v.last) > MaxViewBody {
 			v.last = nil // read when the view is used, not kept meanwhile
 		}
 		c.keep(n, v)
@@ -83,9 +86,9 @@ func (c *claimViews) claimed(rows []claimView) {
 
 // holdsAll reports whether turns are every open turn of a thread whose
 // open turns are at steps (none: the thread has nothing to answer).
-func holdsAll(turns []Turn, steps []int32) bool {
+func holdsAll(turns []khaladb.Turn, steps []int32) bool {
 	for _, s := range steps {
-		if !slices.ContainsFunc(turns, func(t Turn) bool { return t.Step == int(s) }) {
+		if !slices.ContainsFunc(turns, func(t khaladb.Turn) bool { return t.Step == int(s) }) {
 			return false
 		}
 	}
@@ -98,10 +101,10 @@ func holdsAll(turns []Turn, steps []int32) bool {
 // their answers are the thread's next changes. Its messages go to the
 // message cache, where claimedView finds them. Turns and messages are kept
 // as a read would return them.
-func (c *claimViews) changed(p *Postgres, n uint64, v *ThreadView, ch *ThreadChange, st *changeStmt) {
-	var handed []Turn
+func (c *claimViews) changed(p *Store, n uint64, v *khaladb.ThreadView, ch *khaladb.ThreadChange, st *changeStmt) {
+	var handed []khaladb.Turn
 	for _, t := range ch.Turns {
-		if t.State == TurnClaimed {
+		if t.State == khaladb.TurnClaimed {
 			handed = append(handed, storedTurn(t))
 		}
 	}
@@ -127,11 +130,21 @@ func (c *claimViews) changed(p *Postgres, n uint64, v *ThreadView, ch *ThreadCha
 	c.keep(n, &claimView{version: int64(v.Thread.Version + 1), pending: st.pending, record: st.record, steps: steps, turns: handed})
 }
 
+// FastPathStats counts the answers written from a claim's view (Fast) and
+// the views found stale when one was written (Stale), since the store was
+// opened.
+type FastPathStats struct{ Fast, Stale int64 }
+
+// FastPathStats says how often the answer's fast path was taken.
+func (p *Store) FastPathStats() FastPathStats {
+	return FastPathStats{Fast: p.views.fast.Load(), Stale: p.views.stale.Load()}
+}
+
 // storedTurn is t as written (its next revision) and read back.
-func storedTurn(t Turn) Turn {
+func storedTurn(t khaladb.Turn) khaladb.Turn {
 	t.Rev++
 	for _, at := range []*time.Time{&t.FirstQueued, &t.QueuedAt, &t.ClaimedAt, &t.LeaseExpires, &t.IdleAt} {
-		*at = fromNanos(nanos(*at))
+		*at = shared.FromNanos(shared.Nanos(*at))
 	}
 	return t
 }
@@ -139,17 +152,17 @@ func storedTurn(t Turn) Turn {
 // keep keeps v as thread n's view; its turns must be all the thread's
 // open ones (their state is in no other view).
 func (c *claimViews) keep(n uint64, v *claimView) {
-	slices.SortFunc(v.turns, func(a, b Turn) int { return a.Step - b.Step })
+	slices.SortFunc(v.turns, func(a, b khaladb.Turn) int { return a.Step - b.Step })
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxCachedThreads {
+	if c.m == nil || len(c.m) >= shared.MaxThreads {
 		c.m = map[uint64]*claimView{}
 	}
 	c.m[n] = v
 }
 
 // heartbeat keeps a view's turn at the revision a heartbeat moved it to.
-func (c *claimViews) heartbeat(n uint64, t Turn) {
+func (c *claimViews) heartbeat(n uint64, t khaladb.Turn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v := c.m[n]
@@ -176,7 +189,7 @@ func (c *claimViews) take(n uint64) *claimView {
 // if there is one, and reports whether it did. false: make the change
 // from a locked read, which also gives fn's refusals the final word (a
 // claim the view does not know may be one made elsewhere since).
-func (p *Postgres) updateFast(ctx context.Context, n uint64, fn func(*ThreadView) (*ThreadChange, error)) (bool, error) {
+func (p *Store) updateFast(ctx context.Context, n uint64, fn func(*khaladb.ThreadView) (*khaladb.ThreadChange, error)) (bool, error) {
 	cv := p.views.take(n)
 	if cv == nil {
 		return false, nil
@@ -211,7 +224,7 @@ func (p *Postgres) updateFast(ctx context.Context, n uint64, fn func(*ThreadView
 // claimedView is the thread's view as its claim read it: the record, the
 // claim's turns, and the messages from this replica's cache, the claim's
 // last body, and a read of any others.
-func (p *Postgres) claimedView(ctx context.Context, n uint64, cv *claimView) (*ThreadView, error) {
+func (p *Store) claimedView(ctx context.Context, n uint64, cv *claimView) (*khaladb.ThreadView, error) {
 	pv := &pgView{}
 	if err := json.Unmarshal(cv.record, &pv.Thread); err != nil {
 		return nil, err

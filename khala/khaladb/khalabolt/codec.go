@@ -1,4 +1,4 @@
-package khala
+package khalabolt
 
 import (
 	"encoding/binary"
@@ -6,6 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/nerve-agents/nerve/khala/khaladb/internal/shared"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
 )
 
 // Stored records. A turn is a binary head (what claims, heartbeats and
@@ -45,20 +49,20 @@ type turnBody struct {
 const turnFormat = 1
 
 var (
-	stateCodes = map[string]byte{TurnQueued: 1, TurnClaimed: 2, TurnAnswered: 3, TurnCancelled: 4}
-	stateNames = []string{"", TurnQueued, TurnClaimed, TurnAnswered, TurnCancelled}
+	stateCodes = map[string]byte{khaladb.TurnQueued: 1, khaladb.TurnClaimed: 2, khaladb.TurnAnswered: 3, khaladb.TurnCancelled: 4}
+	stateNames = []string{"", khaladb.TurnQueued, khaladb.TurnClaimed, khaladb.TurnAnswered, khaladb.TurnCancelled}
 
 	errBadRecord = errors.New("malformed record")
 )
 
-func headOf(t *Turn) turnHead {
+func headOf(t *khaladb.Turn) turnHead {
 	return turnHead{Rev: t.Rev, State: t.State, Attempt: t.Attempt, Lease: t.Lease, FirstQueued: t.FirstQueued, QueuedAt: t.QueuedAt,
 		ClaimedAt: t.ClaimedAt, LeaseExpires: t.LeaseExpires, IdleAt: t.IdleAt, Claim: t.Claim, Agent: t.Agent}
 }
 
 // encodeTurnBody is the JSON body of t; a closed turn drops its prompt,
 // which no one is served any more.
-func encodeTurnBody(t *Turn) ([]byte, error) {
+func encodeTurnBody(t *khaladb.Turn) ([]byte, error) {
 	b := turnBody{ID: t.ID, Thread: t.Thread, Workflow: t.Workflow, Step: t.Step, Role: t.Role,
 		Instruction: t.Instruction, Prompt: t.Prompt, MaxAttempts: t.MaxAttempts, Idle: t.Idle}
 	if !t.Open() {
@@ -74,7 +78,7 @@ func appendHead(dst []byte, h turnHead) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, uint32(h.Attempt))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(h.Lease))
 	for _, t := range []time.Time{h.FirstQueued, h.QueuedAt, h.ClaimedAt, h.LeaseExpires, h.IdleAt} {
-		dst = binary.BigEndian.AppendUint64(dst, uint64(nanos(t)))
+		dst = binary.BigEndian.AppendUint64(dst, uint64(shared.Nanos(t)))
 	}
 	dst = append(dst, byte(len(h.Claim)))
 	dst = append(dst, h.Claim...)
@@ -103,7 +107,7 @@ func splitTurn(v []byte) (turnHead, []byte, error) {
 	h.Lease = time.Duration(binary.BigEndian.Uint64(v[14:]))
 	ts := []*time.Time{&h.FirstQueued, &h.QueuedAt, &h.ClaimedAt, &h.LeaseExpires, &h.IdleAt}
 	for i, t := range ts {
-		*t = fromNanos(int64(binary.BigEndian.Uint64(v[22+8*i:])))
+		*t = shared.FromNanos(int64(binary.BigEndian.Uint64(v[22+8*i:])))
 	}
 	rest := v[headSize:]
 	for _, s := range []*string{&h.Claim, &h.Agent} {
@@ -116,16 +120,16 @@ func splitTurn(v []byte) (turnHead, []byte, error) {
 }
 
 // decodeTurn reads a stored turn.
-func decodeTurn(v []byte) (Turn, error) {
+func decodeTurn(v []byte) (khaladb.Turn, error) {
 	h, body, err := splitTurn(v)
 	if err != nil {
-		return Turn{}, err
+		return khaladb.Turn{}, err
 	}
 	var b turnBody
 	if err := json.Unmarshal(body, &b); err != nil {
-		return Turn{}, fmt.Errorf("turn body: %w", err)
+		return khaladb.Turn{}, fmt.Errorf("turn body: %w", err)
 	}
-	return Turn{ID: b.ID, Thread: b.Thread, Workflow: b.Workflow, Step: b.Step, Role: b.Role, Instruction: b.Instruction,
+	return khaladb.Turn{ID: b.ID, Thread: b.Thread, Workflow: b.Workflow, Step: b.Step, Role: b.Role, Instruction: b.Instruction,
 		Prompt: b.Prompt, State: h.State, Attempt: h.Attempt, MaxAttempts: b.MaxAttempts, Lease: h.Lease, Idle: b.Idle,
 		Claim: h.Claim, Agent: h.Agent, FirstQueued: h.FirstQueued, QueuedAt: h.QueuedAt, ClaimedAt: h.ClaimedAt,
 		LeaseExpires: h.LeaseExpires, IdleAt: h.IdleAt, Rev: h.Rev}, nil
@@ -143,7 +147,7 @@ func threadVersion(v []byte) (uint64, error) {
 	return binary.BigEndian.Uint64(v), nil
 }
 
-func decodeThread(v []byte, t *Thread) error {
+func decodeThread(v []byte, t *khaladb.Thread) error {
 	ver, err := threadVersion(v)
 	if err != nil {
 		return err
@@ -153,18 +157,4 @@ func decodeThread(v []byte, t *Thread) error {
 	}
 	t.Version = ver
 	return nil
-}
-
-func nanos(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-func fromNanos(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
 }

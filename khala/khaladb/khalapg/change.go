@@ -1,4 +1,4 @@
-package khala
+package khalapg
 
 import (
 	"encoding/json"
@@ -9,6 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb/internal/shared"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/nerve-agents/nerve/workflow"
@@ -18,9 +22,9 @@ import (
 const turnCols = `thread, step, workflow, role, state, rev, attempt, max_attempts, lease, idle, claim, agent,
 	first_queued, queued_at, claimed_at, lease_expires, idle_at, instruction, prompt`
 
-func scanTurn(row pgx.Row) (Turn, error) {
+func scanTurn(row pgx.Row) (khaladb.Turn, error) {
 	var (
-		t                                       Turn
+		t                                       khaladb.Turn
 		n, rev, lease, idle, fq, qa, ca, le, ia int64
 	)
 	err := row.Scan(&n, &t.Step, &t.Workflow, &t.Role, &t.State, &rev, &t.Attempt, &t.MaxAttempts, &lease, &idle,
@@ -28,11 +32,11 @@ func scanTurn(row pgx.Row) (Turn, error) {
 	if err != nil {
 		return t, err
 	}
-	t.Thread = threadID(uint64(n))
-	t.ID = TurnID(t.Thread, t.Step)
+	t.Thread = khaladb.ThreadID(uint64(n))
+	t.ID = khaladb.TurnID(t.Thread, t.Step)
 	t.Rev, t.Lease, t.Idle = uint64(rev), time.Duration(lease), time.Duration(idle)
-	t.FirstQueued, t.QueuedAt, t.ClaimedAt = fromNanos(fq), fromNanos(qa), fromNanos(ca)
-	t.LeaseExpires, t.IdleAt = fromNanos(le), fromNanos(ia)
+	t.FirstQueued, t.QueuedAt, t.ClaimedAt = shared.FromNanos(fq), shared.FromNanos(qa), shared.FromNanos(ca)
+	t.LeaseExpires, t.IdleAt = shared.FromNanos(le), shared.FromNanos(ia)
 	return t, nil
 }
 
@@ -53,7 +57,7 @@ func scanTurn(row pgx.Row) (Turn, error) {
 // changes (an answer: the thread, a turn or two, one message, a few
 // events) need half of them. There are at most 32 texts, each built once
 // and prepared once per connection.
-func changeStatement(n uint64, c *ThreadChange, version uint64) (*changeStmt, error) {
+func changeStatement(n uint64, c *khaladb.ThreadChange, version uint64) (*changeStmt, error) {
 	st := &changeStmt{pending: make([]int32, len(c.Thread.Pending)), messages: make([][]byte, len(c.Messages))}
 	var err error
 	if st.record, err = json.Marshal(c.Thread); err != nil {
@@ -118,7 +122,7 @@ const (
 	allChangeParts
 )
 
-func changePartsOf(c *ThreadChange, create bool) changeParts {
+func changePartsOf(c *khaladb.ThreadChange, create bool) changeParts {
 	var p changeParts
 	if create {
 		p |= partCreate
@@ -229,7 +233,7 @@ func buildChangeText(p changeParts) string {
 }
 
 // turnSteps is the step of each turn.
-func turnSteps(ts []Turn) []int32 {
+func turnSteps(ts []khaladb.Turn) []int32 {
 	steps := make([]int32, len(ts))
 	for i := range ts {
 		steps[i] = int32(ts[i].Step)
@@ -239,7 +243,7 @@ func turnSteps(ts []Turn) []int32 {
 
 // turnArrays are the turns' columns after step, in turnCols order, each
 // written at the revision after the one read.
-func turnArrays(ts []Turn) []any {
+func turnArrays(ts []khaladb.Turn) []any {
 	k := len(ts)
 	tAttempt, tMax := make([]int32, k), make([]int32, k)
 	tWf, tRole, tState, tClaim, tAgent, tInstr, tPrompt := make([]string, k), make([]string, k), make([]string, k),
@@ -250,8 +254,8 @@ func turnArrays(ts []Turn) []any {
 		t := &ts[i]
 		tWf[i], tRole[i], tState[i], tRev[i] = t.Workflow, t.Role, t.State, int64(t.Rev+1)
 		tAttempt[i], tMax[i], tLease[i], tIdle[i] = int32(t.Attempt), int32(t.MaxAttempts), int64(t.Lease), int64(t.Idle)
-		tClaim[i], tAgent[i], tFQ[i], tQA[i], tCA[i] = t.Claim, t.Agent, nanos(t.FirstQueued), nanos(t.QueuedAt), nanos(t.ClaimedAt)
-		tLE[i], tIA[i], tInstr[i], tPrompt[i] = nanos(t.LeaseExpires), nanos(t.IdleAt), t.Instruction, t.Prompt
+		tClaim[i], tAgent[i], tFQ[i], tQA[i], tCA[i] = t.Claim, t.Agent, shared.Nanos(t.FirstQueued), shared.Nanos(t.QueuedAt), shared.Nanos(t.ClaimedAt)
+		tLE[i], tIA[i], tInstr[i], tPrompt[i] = shared.Nanos(t.LeaseExpires), shared.Nanos(t.IdleAt), t.Instruction, t.Prompt
 		if !t.Open() {
 			tPrompt[i] = "" // a closed turn is served to no one again
 		}
@@ -262,7 +266,7 @@ func turnArrays(ts []Turn) []any {
 func eventTimes(es []workflow.Event) []int64 {
 	at := make([]int64, len(es))
 	for i, e := range es {
-		at[i] = nanos(e.At)
+		at[i] = shared.Nanos(e.At)
 	}
 	return at
 }
@@ -281,7 +285,7 @@ func eventArrays(es []workflow.Event) []any {
 	return []any{typ, step, role, agent, adapter, msg, status, turn, claim, attempt}
 }
 
-func webhookArrays(hs []Webhook) ([]any, error) {
+func webhookArrays(hs []khaladb.Webhook) ([]any, error) {
 	k := len(hs)
 	urls, payloads, attempts := make([]string, k), make([][]byte, k), make([]int32, k)
 	next, lastErr, created := make([]int64, k), make([]string, k), make([]int64, k)
@@ -290,13 +294,13 @@ func webhookArrays(hs []Webhook) ([]any, error) {
 		if payloads[i], err = json.Marshal(h.Payload); err != nil {
 			return nil, err
 		}
-		urls[i], attempts[i], next[i], lastErr[i], created[i] = h.URL, int32(h.Attempts), nanos(h.NextAt), h.LastErr, nanos(h.Created)
+		urls[i], attempts[i], next[i], lastErr[i], created[i] = h.URL, int32(h.Attempts), shared.Nanos(h.NextAt), h.LastErr, shared.Nanos(h.Created)
 	}
 	return []any{urls, payloads, attempts, next, lastErr, created}, nil
 }
 
 // scanChange reads changeStatement's answer into c: event seqs, webhook ids.
-func scanChange(row pgx.Row, c *ThreadChange) error {
+func scanChange(row pgx.Row, c *khaladb.ThreadChange) error {
 	var (
 		ok        int
 		seqs, ids []int64
@@ -320,12 +324,12 @@ func scanChange(row pgx.Row, c *ThreadChange) error {
 // pgThreadID is ParseThreadID within the bigint key's range: an id past it
 // names no thread (instead of failing to encode).
 func pgThreadID(id string) (uint64, bool) {
-	n, ok := ParseThreadID(id)
+	n, ok := khaladb.ParseThreadID(id)
 	return n, ok && n <= math.MaxInt64
 }
 
 // pgTurnID is ParseTurnID within the keys' ranges.
 func pgTurnID(id string) (uint64, int, bool) {
-	_, n, step, ok := ParseTurnID(id)
+	_, n, step, ok := khaladb.ParseTurnID(id)
 	return n, step, ok && n <= math.MaxInt64 && step <= math.MaxInt32
 }

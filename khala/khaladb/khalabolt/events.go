@@ -1,4 +1,4 @@
-package khala
+package khalabolt
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"slices"
 	"sync"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -105,10 +107,10 @@ func (x *eventIndex) scanned(n uint64, t *eventSteps, pos []eventPos) {
 }
 
 // Events implements Storage.
-func (b *Bolt) Events(ctx context.Context, thread string, after uint64, limit int) ([]workflow.Event, error) {
-	n, ok := ParseThreadID(thread)
+func (b *Store) Events(ctx context.Context, thread string, after uint64, limit int) ([]workflow.Event, error) {
+	n, ok := khaladb.ParseThreadID(thread)
 	if !ok {
-		return nil, ErrNotFound
+		return nil, khaladb.ErrNotFound
 	}
 	// Positions are read before the transaction begins: every one of
 	// them was committed by then, so each is there to read.

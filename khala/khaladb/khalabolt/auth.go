@@ -1,44 +1,46 @@
-package khala
+package khalabolt
 
 import (
 	"context"
 	"fmt"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
 	bolt "go.etcd.io/bbolt"
 )
 
 // AddEnrollToken implements Storage.
-func (b *Bolt) AddEnrollToken(ctx context.Context, t EnrollToken) error {
+func (b *Store) AddEnrollToken(ctx context.Context, t khaladb.EnrollToken) error {
 	return b.update(func(tx *bolt.Tx) error {
 		return putJSON(tx.Bucket(bEnroll), t.Hash[:], t)
 	})
 }
 
 // Enroll implements Storage.
-func (b *Bolt) Enroll(ctx context.Context, enroll Hash, a Agent) error {
+func (b *Store) Enroll(ctx context.Context, enroll khaladb.Hash, a khaladb.Agent) error {
 	var result error
 	err := b.update(func(tx *bolt.Tx) error {
 		result = nil
 		eb := tx.Bucket(bEnroll)
-		var et EnrollToken
+		var et khaladb.EnrollToken
 		ok, err := getJSON(eb, enroll[:], &et)
 		switch {
 		case err != nil:
 			return err
-		case !ok || !sameHash(et.Hash, enroll):
-			result = ErrUnauthorized
+		case !ok || !khaladb.SameHash(et.Hash, enroll):
+			result = khaladb.ErrUnauthorized
 			return nil
 		case !et.ExpiresAt.IsZero() && !a.EnrolledAt.Before(et.ExpiresAt):
-			result = fmt.Errorf("%w: enrollment token expired at %s", ErrUnauthorized, et.ExpiresAt.UTC().Format(time.RFC3339))
+			result = fmt.Errorf("%w: enrollment token expired at %s", khaladb.ErrUnauthorized, et.ExpiresAt.UTC().Format(time.RFC3339))
 			return nil
 		case et.Uses <= 0:
-			result = fmt.Errorf("%w: enrollment token has been used up", ErrUnauthorized)
+			result = fmt.Errorf("%w: enrollment token has been used up", khaladb.ErrUnauthorized)
 			return nil
 		}
 		agents := tx.Bucket(bAgents)
 		if agents.Get([]byte(a.Name)) != nil {
-			result = ErrNameTaken
+			result = khaladb.ErrNameTaken
 			return nil
 		}
 		et.Uses--
@@ -58,33 +60,33 @@ func (b *Bolt) Enroll(ctx context.Context, enroll Hash, a Agent) error {
 
 // AgentByToken implements Storage.
 // Known agents are cached (see agentCache): every request authenticates.
-func (b *Bolt) AgentByToken(ctx context.Context, h Hash) (Agent, error) {
-	if a, ok := b.agents.get(h); ok {
+func (b *Store) AgentByToken(ctx context.Context, h khaladb.Hash) (khaladb.Agent, error) {
+	if a, ok := b.agents.Get(h); ok {
 		return a, nil
 	}
-	var a Agent
+	var a khaladb.Agent
 	err := b.view(ctx, func(tx *bolt.Tx) error {
 		name := tx.Bucket(bTokens).Get(h[:])
 		if name == nil {
-			return ErrUnauthorized
+			return khaladb.ErrUnauthorized
 		}
 		ok, err := getJSON(tx.Bucket(bAgents), name, &a)
 		if err != nil {
 			return err
 		}
-		if !ok || !sameHash(a.Token, h) {
-			return ErrUnauthorized
+		if !ok || !khaladb.SameHash(a.Token, h) {
+			return khaladb.ErrUnauthorized
 		}
 		return nil
 	})
 	if err == nil {
-		b.agents.put(h, a)
+		b.agents.Put(h, a)
 	}
 	return a, err
 }
 
 // PutWorkflow implements Storage.
-func (b *Bolt) PutWorkflow(ctx context.Context, w WorkflowRecord, source []byte) (bool, error) {
+func (b *Store) PutWorkflow(ctx context.Context, w khaladb.WorkflowRecord, source []byte) (bool, error) {
 	var created bool
 	err := b.update(func(tx *bolt.Tx) error {
 		wb := tx.Bucket(bWorkflows)
@@ -98,12 +100,12 @@ func (b *Bolt) PutWorkflow(ctx context.Context, w WorkflowRecord, source []byte)
 }
 
 // Workflow implements Storage.
-func (b *Bolt) Workflow(ctx context.Context, name string) (WorkflowRecord, error) {
-	var w WorkflowRecord
+func (b *Store) Workflow(ctx context.Context, name string) (khaladb.WorkflowRecord, error) {
+	var w khaladb.WorkflowRecord
 	err := b.view(ctx, func(tx *bolt.Tx) error {
 		ok, err := getJSON(tx.Bucket(bWorkflows), []byte(name), &w)
 		if err == nil && !ok {
-			err = ErrNotFound
+			err = khaladb.ErrNotFound
 		}
 		return err
 	})
@@ -111,11 +113,11 @@ func (b *Bolt) Workflow(ctx context.Context, name string) (WorkflowRecord, error
 }
 
 // Workflows implements Storage.
-func (b *Bolt) Workflows(ctx context.Context) ([]WorkflowRecord, error) {
-	var out []WorkflowRecord
+func (b *Store) Workflows(ctx context.Context) ([]khaladb.WorkflowRecord, error) {
+	var out []khaladb.WorkflowRecord
 	err := b.view(ctx, func(tx *bolt.Tx) error {
 		return tx.Bucket(bWorkflows).ForEach(func(k, v []byte) error {
-			var w WorkflowRecord
+			var w khaladb.WorkflowRecord
 			ok, err := getJSON(tx.Bucket(bWorkflows), k, &w)
 			if ok {
 				out = append(out, w)
@@ -127,12 +129,12 @@ func (b *Bolt) Workflows(ctx context.Context) ([]WorkflowRecord, error) {
 }
 
 // Source implements Storage.
-func (b *Bolt) Source(ctx context.Context, hash string) ([]byte, error) {
+func (b *Store) Source(ctx context.Context, hash string) ([]byte, error) {
 	var src []byte
 	err := b.view(ctx, func(tx *bolt.Tx) error {
 		v := tx.Bucket(bSources).Get([]byte(hash))
 		if v == nil {
-			return ErrNotFound
+			return khaladb.ErrNotFound
 		}
 		src = append([]byte(nil), v...)
 		return nil

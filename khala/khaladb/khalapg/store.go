@@ -1,4 +1,4 @@
-package khala
+package khalapg
 
 import (
 	"context"
@@ -14,14 +14,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+	"github.com/nerve-agents/nerve/khala/khaladb/internal/shared"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/nerve-agents/nerve/workflow"
 )
 
-// Postgres is the Storage of several stateless replicas over one
+// Store is the Storage of several stateless replicas over one
 // PostgreSQL database. Every replica may serve every request: what one
 // replica commits, the others read; the only per-replica state is wake-up
 // hints (carried between replicas by LISTEN/NOTIFY, see pg_notify.go) and
@@ -35,17 +36,17 @@ import (
 // view), then its open turns, then its event counter. Claim locks a turn
 // and its thread's counter together with SKIP LOCKED and so never waits at
 // all; Heartbeat locks one turn. See pg_queue.go.
-type Postgres struct {
+type Store struct {
 	pool    *pgxpool.Pool
 	cfg     *pgxpool.Config
 	log     *slog.Logger
 	display string // the DSN without its password, for logs
 	secret  string // the password, scrubbed from every error
 
-	hints  *hints
+	hints  *khaladb.Hints
 	notify *pgNotifier
-	msgs   msgCache
-	agents agentCache
+	msgs   shared.Messages
+	agents shared.Agents
 	views  claimViews
 
 	stop   context.CancelFunc
@@ -55,8 +56,8 @@ type Postgres struct {
 	down   atomic.Bool // the last operation found the database unreachable
 }
 
-// PostgresOptions configure OpenPostgres.
-type PostgresOptions struct {
+// Options configure Open.
+type Options struct {
 	// DSN is a libpq connection string or URL. PGPASSWORD and ~/.pgpass
 	// are honoured, which keeps the password out of the command line.
 	DSN string
@@ -72,10 +73,10 @@ const DefaultPoolSize = 10
 // ErrBadDSN says a connection string could not be parsed.
 var ErrBadDSN = errors.New("bad PostgreSQL connection string")
 
-// OpenPostgres connects to the database, brings its schema up to date
+// Open connects to the database, brings its schema up to date
 // (refusing one newer than this binary knows: ErrSchemaTooNew) and starts
 // listening for other replicas' changes.
-func OpenPostgres(ctx context.Context, o PostgresOptions) (*Postgres, error) {
+func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -108,8 +109,8 @@ func OpenPostgres(ctx context.Context, o PostgresOptions) (*Postgres, error) {
 	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	cfg.ConnConfig.RuntimeParams["enable_sort"] = "off"
 	cfg.ConnConfig.RuntimeParams["enable_bitmapscan"] = "off"
-	p := &Postgres{cfg: cfg, log: o.Logger, display: DisplayDSN(o.DSN), secret: cfg.ConnConfig.Password,
-		hints: newHints(), msgs: msgCache{m: map[uint64][]workflow.Message{}}, agents: agentCache{m: map[Hash]cachedAgent{}}}
+	p := &Store{cfg: cfg, log: o.Logger, display: DisplayDSN(o.DSN), secret: cfg.ConnConfig.Password,
+		hints: khaladb.NewHints()}
 	if p.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, p.fail("open the pool", err)
 	}
@@ -140,7 +141,7 @@ func OpenPostgres(ctx context.Context, o PostgresOptions) (*Postgres, error) {
 
 // checkDurability warns when the server acknowledges commits it has not
 // flushed: the API answers 200 only for what survives a crash.
-func (p *Postgres) checkDurability(ctx context.Context) {
+func (p *Store) checkDurability(ctx context.Context) {
 	var sc, fsync string
 	if err := p.pool.QueryRow(ctx, "SELECT current_setting('synchronous_commit'), current_setting('fsync')").Scan(&sc, &fsync); err != nil {
 		return
@@ -151,12 +152,15 @@ func (p *Postgres) checkDurability(ctx context.Context) {
 	}
 }
 
+// PoolSize is the most connections the store opens for requests.
+func (p *Store) PoolSize() int { return int(p.cfg.MaxConns) }
+
 // Display is the database the store uses, without the password.
-func (p *Postgres) Display() string { return p.display }
+func (p *Store) Display() string { return p.display }
 
 // Close stops listening and closes the pool; requests in flight finish
 // first (the pool waits for connections in use).
-func (p *Postgres) Close() error {
+func (p *Store) Close() error {
 	if p.closed.Swap(true) {
 		return nil
 	}
@@ -167,17 +171,17 @@ func (p *Postgres) Close() error {
 }
 
 // Ping implements Storage.
-func (p *Postgres) Ping(ctx context.Context) error {
+func (p *Store) Ping(ctx context.Context) error {
 	return p.fail("ping the database", p.pool.Ping(ctx))
 }
 
 // Changed implements Storage.
-func (p *Postgres) Changed(topic string) <-chan struct{} { return p.hints.Wait(topic) }
+func (p *Store) Changed(topic string) <-chan struct{} { return p.hints.Wait(topic) }
 
 // fail words a database error for the caller: unreachable becomes
 // ErrUnavailable (503, retry) and is logged once per outage; the password
 // never appears. nil stays nil, and marks the database reachable.
-func (p *Postgres) fail(op string, err error) error {
+func (p *Store) fail(op string, err error) error {
 	if err == nil {
 		if p.down.Load() && p.down.CompareAndSwap(true, false) {
 			p.log.Info("database reachable again", "db", p.display)
@@ -186,19 +190,19 @@ func (p *Postgres) fail(op string, err error) error {
 	}
 	switch {
 	case p.closed.Load():
-		return fmt.Errorf("%s: %w", op, ErrClosed)
+		return fmt.Errorf("%s: %w", op, khaladb.ErrClosed)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%s: %w", op, err)
 	case unreachable(err):
 		if !p.down.Swap(true) && p.opened.Load() {
 			p.log.Warn("database unreachable; answering 503 until it is back", "db", p.display, "err", p.scrub(err))
 		}
-		return fmt.Errorf("%s: %w: %s", op, ErrUnavailable, p.scrub(err))
+		return fmt.Errorf("%s: %w: %s", op, khaladb.ErrUnavailable, p.scrub(err))
 	}
 	return &scrubbedError{op: op, err: err, secret: p.secret}
 }
 
-func (p *Postgres) scrub(err error) string { return scrubSecret(err.Error(), p.secret) }
+func (p *Store) scrub(err error) string { return scrubSecret(err.Error(), p.secret) }
 
 // scrubbedError keeps a database error (for errors.As) while its message
 // never shows the password.
@@ -276,7 +280,7 @@ func DisplayDSN(dsn string) string {
 
 // tx runs fn in a transaction and commits it; fn returning an error (or
 // errStale) rolls it back.
-func (p *Postgres) tx(ctx context.Context, fn func(pgx.Tx) error) error {
+func (p *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
 		return err

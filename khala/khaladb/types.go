@@ -1,6 +1,9 @@
-package khala
+package khaladb
 
 import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -170,5 +173,16 @@ func ParseTurnID(id string) (thread string, n uint64, step int, ok bool) {
 	return thread, n, s, true
 }
 
-// threadID formats thread-N.
-func threadID(n uint64) string { return fmt.Sprintf("thread-%d", n) }
+// ThreadID formats thread-N.
+func ThreadID(n uint64) string { return fmt.Sprintf("thread-%d", n) }
+
+// SameHash compares two token hashes in constant time.
+func SameHash(a, b Hash) bool { return subtle.ConstantTimeCompare(a[:], b[:]) == 1 }
+
+// NewClaimID returns a lease id: 128 random bits, the capability to answer
+// the turn.
+func NewClaimID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,4 +1,4 @@
-package khala
+package khalabolt
 
 import (
 	"bytes"
@@ -7,7 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -15,12 +16,12 @@ import (
 )
 
 // Thread implements Storage.
-func (b *Bolt) Thread(ctx context.Context, id string) (*ThreadView, error) {
-	n, ok := ParseThreadID(id)
+func (b *Store) Thread(ctx context.Context, id string) (*khaladb.ThreadView, error) {
+	n, ok := khaladb.ParseThreadID(id)
 	if !ok {
-		return nil, ErrNotFound
+		return nil, khaladb.ErrNotFound
 	}
-	var v *ThreadView
+	var v *khaladb.ThreadView
 	err := b.view(ctx, func(tx *bolt.Tx) (err error) {
 		v, err = b.readView(tx, n)
 		return err
@@ -28,12 +29,12 @@ func (b *Bolt) Thread(ctx context.Context, id string) (*ThreadView, error) {
 	return v, err
 }
 
-func (b *Bolt) readView(tx *bolt.Tx, n uint64) (*ThreadView, error) {
-	v := &ThreadView{}
+func (b *Store) readView(tx *bolt.Tx, n uint64) (*khaladb.ThreadView, error) {
+	v := &khaladb.ThreadView{}
 	threads := tx.Bucket(bThreads)
 	tv := threads.Get(threadKey(n))
 	if tv == nil {
-		return nil, ErrNotFound
+		return nil, khaladb.ErrNotFound
 	}
 	err := decodeThread(tv, &v.Thread)
 	if err != nil {
@@ -60,23 +61,10 @@ func (b *Bolt) readView(tx *bolt.Tx, n uint64) (*ThreadView, error) {
 	return v, nil
 }
 
-// msgCache keeps decoded messages per thread. A message is written once
-// and never changed, so a cached one is as good as the stored one, and a
-// long thread's view costs a key walk instead of decoding its history.
-type msgCache struct {
-	mu sync.Mutex
-	m  map[uint64][]workflow.Message
-}
-
-// maxCachedThreads bounds msgCache; past it the cache starts over.
-const maxCachedThreads = 4096
-
 // readMessages returns thread n's messages in step order; callers must not
 // change them (they are shared with the cache).
-func (b *Bolt) readMessages(tx *bolt.Tx, n uint64) ([]workflow.Message, error) {
-	b.msgs.mu.Lock()
-	cached := b.msgs.m[n]
-	b.msgs.mu.Unlock()
+func (b *Store) readMessages(tx *bolt.Tx, n uint64) ([]workflow.Message, error) {
+	cached := b.msgs.Get(n)
 	var out []workflow.Message
 	i := 0
 	prefix := append(k8(n), regionMessages)
@@ -90,33 +78,28 @@ func (b *Bolt) readMessages(tx *bolt.Tx, n uint64) ([]workflow.Message, error) {
 		}
 		var m workflow.Message
 		if err := json.Unmarshal(v, &m); err != nil {
-			return nil, fmt.Errorf("message %s: %w", TurnID(threadID(n), step), err)
+			return nil, fmt.Errorf("message %s: %w", khaladb.TurnID(khaladb.ThreadID(n), step), err)
 		}
 		out = append(out, m)
 	}
 	if len(out) > 0 && len(out) != len(cached) {
 		out = slices.Clip(out) // a caller's append must not write into the cache
-		b.msgs.mu.Lock()
-		if len(b.msgs.m) >= maxCachedThreads {
-			clear(b.msgs.m)
-		}
-		b.msgs.m[n] = out
-		b.msgs.mu.Unlock()
+		b.msgs.Put(n, out)
 	}
 	return out, nil
 }
 
 // Turn implements Storage.
-func (b *Bolt) Turn(ctx context.Context, id string) (Turn, error) {
-	var t Turn
-	_, n, step, ok := ParseTurnID(id)
+func (b *Store) Turn(ctx context.Context, id string) (khaladb.Turn, error) {
+	var t khaladb.Turn
+	_, n, step, ok := khaladb.ParseTurnID(id)
 	if !ok {
-		return t, ErrNotFound
+		return t, khaladb.ErrNotFound
 	}
 	err := b.view(ctx, func(tx *bolt.Tx) (err error) {
 		raw := tx.Bucket(bThreads).Get(turnKey(n, step))
 		if raw == nil {
-			return ErrNotFound
+			return khaladb.ErrNotFound
 		}
 		t, err = decodeTurn(raw)
 		return err
@@ -125,12 +108,12 @@ func (b *Bolt) Turn(ctx context.Context, id string) (Turn, error) {
 }
 
 // Threads implements Storage.
-func (b *Bolt) Threads(ctx context.Context, q ThreadQuery) ([]Thread, error) {
-	var out []Thread
+func (b *Store) Threads(ctx context.Context, q khaladb.ThreadQuery) ([]khaladb.Thread, error) {
+	var out []khaladb.Thread
 	err := b.view(ctx, func(tx *bolt.Tx) error {
 		threads := tx.Bucket(bThreads)
 		add := func(n uint64) (bool, error) {
-			var t Thread
+			var t khaladb.Thread
 			if raw := threads.Get(threadKey(n)); raw != nil {
 				if err := decodeThread(raw, &t); err != nil {
 					return false, err

@@ -1,4 +1,4 @@
-package khala
+package khalapg
 
 import (
 	"context"
@@ -38,7 +38,7 @@ const maxPayload = 7000
 const notifyInterval = 5 * time.Millisecond
 
 // publish wakes waiters of topics here and, shortly, on other replicas.
-func (p *Postgres) publish(topics ...string) {
+func (p *Store) publish(topics ...string) {
 	if len(topics) == 0 {
 		return
 	}
@@ -47,7 +47,7 @@ func (p *Postgres) publish(topics ...string) {
 }
 
 type pgNotifier struct {
-	p    *Postgres
+	p    *Store
 	kick chan struct{}
 
 	mu      sync.Mutex
@@ -55,7 +55,7 @@ type pgNotifier struct {
 	pid     uint32 // backend of our notifying connection: its echoes are skipped
 }
 
-func newPGNotifier(p *Postgres) *pgNotifier {
+func newPGNotifier(p *Store) *pgNotifier {
 	return &pgNotifier{p: p, kick: make(chan struct{}, 1), pending: map[string]struct{}{}}
 }
 
@@ -148,9 +148,9 @@ func (n *pgNotifier) run(ctx context.Context) {
 	}
 }
 
-// dialListener opens the listening connection. OpenPostgres does it before
+// dialListener opens the listening connection. Open does it before
 // it returns, so a replica that answers requests hears the others.
-func (p *Postgres) dialListener(ctx context.Context) (*pgx.Conn, error) {
+func (p *Store) dialListener(ctx context.Context) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(ctx, p.cfg.ConnConfig.Copy())
 	if err != nil {
 		return nil, p.fail("connect to listen", err)
@@ -165,7 +165,7 @@ func (p *Postgres) dialListener(ctx context.Context) (*pgx.Conn, error) {
 // listen relays other replicas' notifications to this one's waiters until
 // ctx ends, reconnecting (with capped backoff) whenever the connection is
 // lost.
-func (p *Postgres) listen(ctx context.Context, conn *pgx.Conn) {
+func (p *Store) listen(ctx context.Context, conn *pgx.Conn) {
 	backoff := 100 * time.Millisecond
 	for {
 		if conn != nil {
@@ -196,16 +196,6 @@ func (p *Postgres) listen(ctx context.Context, conn *pgx.Conn) {
 		}
 		conn = c
 		// What changed while nobody listened is unknown: everyone looks.
-		p.hints.notifyAll()
-	}
-}
-
-// notifyAll wakes every waiter, whatever its topic.
-func (h *hints) notifyAll() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for t, c := range h.chans {
-		close(c)
-		delete(h.chans, t)
+		p.hints.NotifyAll()
 	}
 }

@@ -1,4 +1,4 @@
-package khala
+package khalabolt
 
 import (
 	"bytes"
@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+	"github.com/nerve-agents/nerve/khala/khaladb/internal/shared"
+
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/nerve-agents/nerve/workflow"
@@ -15,18 +18,18 @@ import (
 
 // NextThreadID implements Storage.
 // It costs no commit: CreateThread records the number (see lastThread).
-func (b *Bolt) NextThreadID(ctx context.Context) (string, error) {
+func (b *Store) NextThreadID(ctx context.Context) (string, error) {
 	if b.w.isClosed() {
-		return "", ErrClosed
+		return "", khaladb.ErrClosed
 	}
-	return threadID(b.lastThread.Add(1)), nil
+	return khaladb.ThreadID(b.lastThread.Add(1)), nil
 }
 
 // encodedChange is a ThreadChange encoded before the write transaction,
 // so the writer, which every request waits for, only checks versions and
 // copies bytes.
 type encodedChange struct {
-	c      *ThreadChange
+	c      *khaladb.ThreadChange
 	n      uint64
 	thread []byte
 	bodies [][]byte // per c.Turns
@@ -34,7 +37,7 @@ type encodedChange struct {
 	events [][]byte // per c.Events, numbered in the transaction
 }
 
-func encodeChange(n uint64, c *ThreadChange) (*encodedChange, error) {
+func encodeChange(n uint64, c *khaladb.ThreadChange) (*encodedChange, error) {
 	e := &encodedChange{c: c, n: n}
 	var err error
 	if e.thread, err = json.Marshal(c.Thread); err != nil {
@@ -65,8 +68,8 @@ func encodeChange(n uint64, c *ThreadChange) (*encodedChange, error) {
 }
 
 // CreateThread implements Storage.
-func (b *Bolt) CreateThread(ctx context.Context, c *ThreadChange) error {
-	n, ok := ParseThreadID(c.Thread.ID)
+func (b *Store) CreateThread(ctx context.Context, c *khaladb.ThreadChange) error {
+	n, ok := khaladb.ParseThreadID(c.Thread.ID)
 	if !ok {
 		return fmt.Errorf("create thread: bad id %q", c.Thread.ID)
 	}
@@ -104,10 +107,10 @@ func (b *Bolt) CreateThread(ctx context.Context, c *ThreadChange) error {
 }
 
 // UpdateThread implements Storage.
-func (b *Bolt) UpdateThread(ctx context.Context, id string, fn func(*ThreadView) (*ThreadChange, error)) error {
-	n, ok := ParseThreadID(id)
+func (b *Store) UpdateThread(ctx context.Context, id string, fn func(*khaladb.ThreadView) (*khaladb.ThreadChange, error)) error {
+	n, ok := khaladb.ParseThreadID(id)
 	if !ok {
-		return ErrNotFound
+		return khaladb.ErrNotFound
 	}
 	defer b.lockThread(id)()
 	for range 20 {
@@ -144,14 +147,14 @@ func (b *Bolt) UpdateThread(ctx context.Context, id string, fn func(*ThreadView)
 		}
 		// A claim or heartbeat moved a turn fn read: read again.
 	}
-	return ErrConflict
+	return khaladb.ErrConflict
 }
 
 // apply writes e over a thread stored at version (0: new), running or
 // not. It first checks every turn against the revision it was read with:
 // a turn that moved (a claim, a heartbeat) makes the change stale, and
 // then nothing is written.
-func (b *Bolt) apply(tx *bolt.Tx, e *encodedChange, version uint64, wasRunning bool) (stale bool, err error) {
+func (b *Store) apply(tx *bolt.Tx, e *encodedChange, version uint64, wasRunning bool) (stale bool, err error) {
 	c, n := e.c, e.n
 	threads, ix := tx.Bucket(bThreads), tx.Bucket(bIndex)
 	olds := make([]*turnHead, len(c.Turns))
@@ -236,13 +239,13 @@ func putTurn(tx *bolt.Tx, n uint64, step int, old *turnHead, h turnHead, body []
 // turnIndex returns the index keys a turn in h's state has.
 func turnIndex(n uint64, step int, h turnHead) [][]byte {
 	switch h.State {
-	case TurnQueued:
+	case khaladb.TurnQueued:
 		keys := [][]byte{ixKey(ixQueue, h.FirstQueued, n, step)}
 		if !h.IdleAt.IsZero() {
 			keys = append(keys, ixKey(ixIdle, h.IdleAt, n, step))
 		}
 		return keys
-	case TurnClaimed:
+	case khaladb.TurnClaimed:
 		return [][]byte{ixKey(ixLease, h.LeaseExpires, n, step)}
 	}
 	return nil
@@ -259,7 +262,7 @@ type seqCache struct {
 
 // appendEvents numbers evs (encoded as data) after the thread's last event
 // and stores them beside their steps.
-func (b *Bolt) appendEvents(tx *bolt.Tx, n uint64, evs []workflow.Event, data [][]byte) error {
+func (b *Store) appendEvents(tx *bolt.Tx, n uint64, evs []workflow.Event, data [][]byte) error {
 	if len(evs) == 0 {
 		return nil
 	}
@@ -284,7 +287,7 @@ func (b *Bolt) appendEvents(tx *bolt.Tx, n uint64, evs []workflow.Event, data []
 		pos[i] = eventPos{seq: seq, step: evs[i].Step}
 	}
 	tx.OnCommit(func() { b.events.committed(n, pos) })
-	if len(b.seqs.m) >= maxCachedThreads {
+	if len(b.seqs.m) >= shared.MaxThreads {
 		clear(b.seqs.m)
 	}
 	b.seqs.m[n] = seq
@@ -292,16 +295,16 @@ func (b *Bolt) appendEvents(tx *bolt.Tx, n uint64, evs []workflow.Event, data []
 }
 
 // notifyChange wakes whoever waits on what c changed.
-func (b *Bolt) notifyChange(c *ThreadChange) {
-	topics := []string{ThreadTopic(c.Thread.ID)}
+func (b *Store) notifyChange(c *khaladb.ThreadChange) {
+	topics := []string{khaladb.ThreadTopic(c.Thread.ID)}
 	for _, t := range c.Turns {
-		if t.State == TurnQueued {
-			topics = append(topics, TopicQueue)
+		if t.State == khaladb.TurnQueued {
+			topics = append(topics, khaladb.TopicQueue)
 			break
 		}
 	}
 	if len(c.Webhooks) > 0 {
-		topics = append(topics, TopicWebhooks)
+		topics = append(topics, khaladb.TopicWebhooks)
 	}
 	b.hints.Notify(topics...)
 }

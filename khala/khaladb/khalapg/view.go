@@ -1,4 +1,4 @@
-package khala
+package khalapg
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,10 +20,10 @@ import (
 // the bodies it has not seen.
 
 // Thread implements Storage.
-func (p *Postgres) Thread(ctx context.Context, id string) (*ThreadView, error) {
+func (p *Store) Thread(ctx context.Context, id string) (*khaladb.ThreadView, error) {
 	n, ok := pgThreadID(id)
 	if !ok {
-		return nil, ErrNotFound
+		return nil, khaladb.ErrNotFound
 	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -42,7 +44,7 @@ func (p *Postgres) Thread(ctx context.Context, id string) (*ThreadView, error) {
 	if err == nil {
 		err = p.fillMessages(ctx, p.pool, n, v) // messages never change: any snapshot will do
 	}
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, khaladb.ErrNotFound) {
 		return nil, err
 	}
 	if err != nil {
@@ -56,7 +58,7 @@ func (p *Postgres) Thread(ctx context.Context, id string) (*ThreadView, error) {
 // returns the cached messages it relies on. Messages never change, so
 // those up to the last one cached come back without a body; open turns are
 // found through the thread's pending steps, not by scanning its history.
-func (p *Postgres) queueView(b *pgx.Batch, n uint64, lock string) []workflow.Message {
+func (p *Store) queueView(b *pgx.Batch, n uint64, lock string) []workflow.Message {
 	cached := p.cachedMessages(n)
 	last := int32(0)
 	if len(cached) > 0 {
@@ -73,14 +75,14 @@ func (p *Postgres) queueView(b *pgx.Batch, n uint64, lock string) []workflow.Mes
 // readView reads the results queueView queued. A message without a body
 // that the cache lacks (a parallel turn answered after later ones were
 // cached) is left for fillMessages: its step is in v.missing.
-func (p *Postgres) readView(br pgx.BatchResults, n uint64, cached []workflow.Message) (*pgView, error) {
+func (p *Store) readView(br pgx.BatchResults, n uint64, cached []workflow.Message) (*pgView, error) {
 	v := &pgView{}
 	var (
 		version int64
 		rec     []byte
 	)
 	if err := br.QueryRow().Scan(&version, &rec); errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
+		return nil, khaladb.ErrNotFound
 	} else if err != nil {
 		return nil, err
 	}
@@ -104,7 +106,7 @@ func (p *Postgres) readView(br pgx.BatchResults, n uint64, cached []workflow.Mes
 		return nil, err
 	}
 	rows, _ = br.Query()
-	turns, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Turn, error) { return scanTurn(r) })
+	turns, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (khaladb.Turn, error) { return scanTurn(r) })
 	v.Turns = turns
 	return v, err
 }
@@ -120,7 +122,7 @@ func (v *pgView) addMessage(n uint64, step int32, body []byte, cached []workflow
 	switch {
 	case body != nil:
 		if err := json.Unmarshal(body, &m); err != nil {
-			return fmt.Errorf("message %s: %w", TurnID(threadID(n), int(step)), err)
+			return fmt.Errorf("message %s: %w", khaladb.TurnID(khaladb.ThreadID(n), int(step)), err)
 		}
 	case *i < len(cached) && cached[*i].Step == int(step):
 		m = cached[*i]
@@ -133,16 +135,14 @@ func (v *pgView) addMessage(n uint64, step int32, body []byte, cached []workflow
 }
 
 // cachedMessages are the messages of thread n this replica has read.
-func (p *Postgres) cachedMessages(n uint64) []workflow.Message {
-	p.msgs.mu.Lock()
-	defer p.msgs.mu.Unlock()
-	return p.msgs.m[n]
+func (p *Store) cachedMessages(n uint64) []workflow.Message {
+	return p.msgs.Get(n)
 }
 
 // pgView is a view being read: the messages whose bodies are still to be
 // read are missing.
 type pgView struct {
-	ThreadView
+	khaladb.ThreadView
 	missing []int32
 }
 
@@ -152,7 +152,7 @@ type querier interface {
 
 // fillMessages reads the bodies readView left out, then caches the view's
 // messages for the next read.
-func (p *Postgres) fillMessages(ctx context.Context, q querier, n uint64, v *pgView) error {
+func (p *Store) fillMessages(ctx context.Context, q querier, n uint64, v *pgView) error {
 	if len(v.missing) > 0 {
 		rows, err := q.Query(ctx, "SELECT step, record FROM khala_messages WHERE thread = $1 AND step = ANY($2::int[])", int64(n), v.missing)
 		if err != nil {
@@ -183,14 +183,9 @@ func (p *Postgres) fillMessages(ctx context.Context, q querier, n uint64, v *pgV
 
 // cacheMessages keeps msgs, all of thread n's messages in step order, for
 // the thread's next read.
-func (p *Postgres) cacheMessages(n uint64, msgs []workflow.Message) {
+func (p *Store) cacheMessages(n uint64, msgs []workflow.Message) {
 	if len(msgs) == 0 {
 		return
 	}
-	p.msgs.mu.Lock()
-	defer p.msgs.mu.Unlock()
-	if len(p.msgs.m) >= maxCachedThreads {
-		clear(p.msgs.m)
-	}
-	p.msgs.m[n] = msgs
+	p.msgs.Put(n, msgs)
 }

@@ -1,4 +1,4 @@
-package khala
+package khalabolt
 
 import (
 	"bytes"
@@ -8,13 +8,15 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/nerve-agents/nerve/workflow"
 )
 
 // Claim implements Storage.
-func (b *Bolt) Claim(ctx context.Context, q ClaimQuery) ([]Turn, error) {
+func (b *Store) Claim(ctx context.Context, q khaladb.ClaimQuery) ([]khaladb.Turn, error) {
 	// Look before taking the writer: most claims of a long poll find
 	// nothing, and a read costs no fsync.
 	var found bool
@@ -39,7 +41,7 @@ func (b *Bolt) Claim(ctx context.Context, q ClaimQuery) ([]Turn, error) {
 					return err
 				}
 			}
-			if h.State != TurnQueued {
+			if h.State != khaladb.TurnQueued {
 				// An entry that outlived its turn: never hand it out, and
 				// do not trip over it again.
 				if err := tx.Bucket(bIndex).Delete(k); err != nil {
@@ -48,16 +50,16 @@ func (b *Bolt) Claim(ctx context.Context, q ClaimQuery) ([]Turn, error) {
 				continue
 			}
 			old := h
-			h.State, h.Claim, h.Agent = TurnClaimed, newClaimID(), q.Agent
+			h.State, h.Claim, h.Agent = khaladb.TurnClaimed, khaladb.NewClaimID(), q.Agent
 			h.ClaimedAt, h.LeaseExpires, h.IdleAt = q.Now, q.Now.Add(h.Lease), time.Time{}
 			h.Rev++
 			_, role, _ := bytes.Cut(tx.Bucket(bIndex).Get(k), []byte{0})
 			if err := putTurn(tx, n, step, &old, h, body, "", ""); err != nil {
 				return err
 			}
-			id := threadID(n)
+			id := khaladb.ThreadID(n)
 			ev := workflow.Event{At: q.Now, Type: workflow.EventTurnStarted, Thread: id, Step: step,
-				Role: string(role), Agent: h.Agent, Turn: TurnID(id, step), Claim: h.Claim, Attempt: h.Attempt}
+				Role: string(role), Agent: h.Agent, Turn: khaladb.TurnID(id, step), Claim: h.Claim, Attempt: h.Attempt}
 			data, err := json.Marshal(ev)
 			if err != nil {
 				return err
@@ -72,21 +74,21 @@ func (b *Bolt) Claim(ctx context.Context, q ClaimQuery) ([]Turn, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Turn, 0, len(raws))
+	out := make([]khaladb.Turn, 0, len(raws))
 	for _, raw := range raws {
 		t, err := decodeTurn(raw)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, t)
-		b.hints.Notify(ThreadTopic(t.Thread))
+		b.hints.Notify(khaladb.ThreadTopic(t.Thread))
 	}
 	return out, nil
 }
 
 // matchQueue returns the queue keys of up to max turns that q accepts,
 // oldest first.
-func matchQueue(tx *bolt.Tx, q ClaimQuery, max int) [][]byte {
+func matchQueue(tx *bolt.Tx, q khaladb.ClaimQuery, max int) [][]byte {
 	var keys [][]byte
 	c := tx.Bucket(bIndex).Cursor()
 	for k, v := c.Seek([]byte{ixQueue}); k != nil && k[0] == ixQueue && len(keys) < max; k, v = c.Next() {
@@ -103,10 +105,10 @@ func matchQueue(tx *bolt.Tx, q ClaimQuery, max int) [][]byte {
 }
 
 // Heartbeat implements Storage.
-func (b *Bolt) Heartbeat(ctx context.Context, turn, claim string, now time.Time) (Turn, error) {
-	_, n, step, ok := ParseTurnID(turn)
+func (b *Store) Heartbeat(ctx context.Context, turn, claim string, now time.Time) (khaladb.Turn, error) {
+	_, n, step, ok := khaladb.ParseTurnID(turn)
 	if !ok {
-		return Turn{}, ErrNotFound
+		return khaladb.Turn{}, khaladb.ErrNotFound
 	}
 	var (
 		raw    []byte
@@ -116,7 +118,7 @@ func (b *Bolt) Heartbeat(ctx context.Context, turn, claim string, now time.Time)
 		result, raw = nil, nil
 		v := tx.Bucket(bThreads).Get(turnKey(n, step))
 		if v == nil {
-			result = ErrNotFound
+			result = khaladb.ErrNotFound
 			return nil
 		}
 		h, body, err := splitTurn(v)
@@ -124,13 +126,13 @@ func (b *Bolt) Heartbeat(ctx context.Context, turn, claim string, now time.Time)
 		case err != nil:
 			return err
 		case h.Claim != claim:
-			result = ErrClaimLost
+			result = khaladb.ErrClaimLost
 			return nil
-		case h.State == TurnCancelled:
+		case h.State == khaladb.TurnCancelled:
 			raw = bytes.Clone(v) // the caller says cancel: true
 			return nil
-		case h.State != TurnClaimed || now.After(h.LeaseExpires):
-			result = ErrClaimLost
+		case h.State != khaladb.TurnClaimed || now.After(h.LeaseExpires):
+			result = khaladb.ErrClaimLost
 			return nil
 		}
 		old := h
@@ -140,22 +142,22 @@ func (b *Bolt) Heartbeat(ctx context.Context, turn, claim string, now time.Time)
 		return putTurn(tx, n, step, &old, h, body, "", "")
 	})
 	if err != nil || result != nil {
-		return Turn{}, cmp.Or(err, result)
+		return khaladb.Turn{}, cmp.Or(err, result)
 	}
 	return decodeTurn(raw)
 }
 
 // Due implements Storage.
-func (b *Bolt) Due(ctx context.Context, now time.Time, limit int) ([]DueTurn, time.Time, error) {
+func (b *Store) Due(ctx context.Context, now time.Time, limit int) ([]khaladb.DueTurn, time.Time, error) {
 	var (
-		out  []DueTurn
+		out  []khaladb.DueTurn
 		next time.Time
 	)
 	err := b.view(ctx, func(tx *bolt.Tx) error {
 		for _, idx := range []struct {
 			prefix byte
 			kind   string
-		}{{ixLease, DueExpired}, {ixIdle, DueIdle}} {
+		}{{ixLease, khaladb.DueExpired}, {ixIdle, khaladb.DueIdle}} {
 			c := tx.Bucket(bIndex).Cursor()
 			for k, v := c.Seek([]byte{idx.prefix}); k != nil && k[0] == idx.prefix; k, v = c.Next() {
 				at, n, step := ixParse(k)
@@ -169,8 +171,8 @@ func (b *Bolt) Due(ctx context.Context, now time.Time, limit int) ([]DueTurn, ti
 					next = now // more is due now
 					break
 				}
-				id := threadID(n)
-				out = append(out, DueTurn{Kind: idx.kind, Turn: TurnID(id, step), Thread: id, Claim: string(v)})
+				id := khaladb.ThreadID(n)
+				out = append(out, khaladb.DueTurn{Kind: idx.kind, Turn: khaladb.TurnID(id, step), Thread: id, Claim: string(v)})
 			}
 		}
 		return nil
@@ -179,8 +181,8 @@ func (b *Bolt) Due(ctx context.Context, now time.Time, limit int) ([]DueTurn, ti
 }
 
 // Stats implements Storage.
-func (b *Bolt) Stats(ctx context.Context) (Stats, error) {
-	var s Stats
+func (b *Store) Stats(ctx context.Context) (khaladb.Stats, error) {
+	var s khaladb.Stats
 	err := b.view(ctx, func(tx *bolt.Tx) error {
 		c := tx.Bucket(bIndex).Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
@@ -199,7 +201,7 @@ func (b *Bolt) Stats(ctx context.Context) (Stats, error) {
 }
 
 // addWebhook numbers w and puts it in the outbox, due at w.NextAt.
-func addWebhook(tx *bolt.Tx, w *Webhook) error {
+func addWebhook(tx *bolt.Tx, w *khaladb.Webhook) error {
 	id, err := nextCounter(tx, kNextHook)
 	if err != nil {
 		return err
@@ -212,9 +214,9 @@ func addWebhook(tx *bolt.Tx, w *Webhook) error {
 }
 
 // ClaimWebhooks implements Storage.
-func (b *Bolt) ClaimWebhooks(ctx context.Context, now time.Time, lease time.Duration, max int) ([]Webhook, time.Time, error) {
+func (b *Store) ClaimWebhooks(ctx context.Context, now time.Time, lease time.Duration, max int) ([]khaladb.Webhook, time.Time, error) {
 	var (
-		out  []Webhook
+		out  []khaladb.Webhook
 		next time.Time
 	)
 	due := func(tx *bolt.Tx) [][]byte {
@@ -238,7 +240,7 @@ func (b *Bolt) ClaimWebhooks(ctx context.Context, now time.Time, lease time.Dura
 		out = out[:0]
 		hooks, idx := tx.Bucket(bHooks), tx.Bucket(bHookDue)
 		for _, k := range due(tx) {
-			var w Webhook
+			var w khaladb.Webhook
 			ok, err := getJSON(hooks, k[8:], &w)
 			if err != nil {
 				return err
@@ -267,14 +269,14 @@ func (b *Bolt) ClaimWebhooks(ctx context.Context, now time.Time, lease time.Dura
 }
 
 // FinishWebhook implements Storage.
-func (b *Bolt) FinishWebhook(ctx context.Context, id uint64, attempts int, retryAt time.Time, lastErr string) error {
+func (b *Store) FinishWebhook(ctx context.Context, id uint64, attempts int, retryAt time.Time, lastErr string) error {
 	if !retryAt.IsZero() {
 		// The deliverer sleeps until the next due time it knows: wake it.
-		defer b.hints.Notify(TopicWebhooks)
+		defer b.hints.Notify(khaladb.TopicWebhooks)
 	}
 	return b.update(func(tx *bolt.Tx) error {
 		hooks, idx := tx.Bucket(bHooks), tx.Bucket(bHookDue)
-		var w Webhook
+		var w khaladb.Webhook
 		ok, err := getJSON(hooks, k8(id), &w)
 		if err != nil || !ok {
 			return err

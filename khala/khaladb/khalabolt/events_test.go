@@ -1,18 +1,22 @@
-package khala
+package khalabolt
 
 import (
 	"bytes"
 	"encoding/binary"
+	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+	"github.com/nerve-agents/nerve/khala/khaladb/khaladbtest"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
 // scanSeqs lists a thread's event numbers straight from the file.
-func scanSeqs(t *testing.T, b *Bolt, n uint64) []uint64 {
+func scanSeqs(t *testing.T, b *Store, n uint64) []uint64 {
 	t.Helper()
 	var out []uint64
 	b.db.View(func(tx *bolt.Tx) error {
@@ -33,13 +37,15 @@ func scanSeqs(t *testing.T, b *Bolt, n uint64) []uint64 {
 // does, before it is complete, once it is, and after events were stored
 // at an earlier step than the last one (parallel turns answered out of
 // order); a reopened store starts from a scan again.
-func TestBoltEventIndex(t *testing.T) {
-	ts := newTestServer(t)
-	b := ts.store.(*Bolt)
-	a := ts.agent("a")
-	a.putWorkflow(panelWF)
-	id := a.start("panel", nil, "")
-	n, _ := ParseThreadID(id)
+func TestEventIndex(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "k.db")
+	b, err := Open(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := khaladbtest.StartThread(t, b, "panel", khaladbtest.Epoch, khaladbtest.TurnSpec{Role: "a"}, khaladbtest.TurnSpec{Role: "b"})
+	id := v.Thread.ID
+	n, _ := khaladb.ParseThreadID(id)
 	check := func(when string) {
 		t.Helper()
 		all := scanSeqs(t, b, n)
@@ -71,24 +77,25 @@ func TestBoltEventIndex(t *testing.T) {
 	}
 	check("new thread, index not built")
 	check("index built by the first read")
-	turns := a.claim(map[string]any{"max": 2})
+	turns := khaladbtest.ClaimAll(t, b, "a", khaladbtest.Epoch)
 	if len(turns) != 2 {
 		t.Fatalf("claimed %+v", turns)
 	}
 	check("after the claims")
 	// Step 2 answered first, then step 1: events land at step 2, then 1.
-	a.respond(turns[1], "B", nil)
+	khaladbtest.Answer(t, b, turns[1], "B", khaladbtest.Epoch)
 	check("after the second step's answer")
-	a.respond(turns[0], "A", nil)
+	khaladbtest.Answer(t, b, turns[0], "A", khaladbtest.Epoch)
 	check("after the first step's answer")
-	if th := a.thread(id); th.Status != workflow.StatusCompleted {
-		t.Fatalf("thread %s", th.Status)
+	if th, err := b.Thread(t.Context(), id); err != nil || th.Thread.Status != workflow.StatusCompleted {
+		t.Fatalf("thread %+v, %v", th, err)
 	}
 
 	// A store opened again knows nothing until it scans.
-	path := b.db.Path()
-	ts.stop()
-	b2, err := OpenBolt(path, 0)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := Open(path, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

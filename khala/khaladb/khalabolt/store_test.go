@@ -1,4 +1,4 @@
-package khala
+package khalabolt
 
 import (
 	"errors"
@@ -10,17 +10,37 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
-func openTestBolt(t *testing.T) *Bolt {
+func openTestBolt(t testing.TB) *Store {
 	t.Helper()
-	b, err := OpenBolt(filepath.Join(t.TempDir(), "k.db"), time.Second)
+	b, err := Open(filepath.Join(t.TempDir(), "k.db"), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
 	return b
+}
+
+// waiting counts the requests waiting for the commit under way.
+func (w *writer) waiting() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.pending)
+}
+
+// waitUntil waits for cond, failing t after a while.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Requests that arrive while a commit is on disk share the next one, and
@@ -49,7 +69,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 			})
 		}()
 	}
-	time.Sleep(50 * time.Millisecond) // all ten wait behind the leader
+	waitUntil(t, "all ten wait behind the leader", func() bool { return b.w.waiting() == len(errs) })
 	close(hold)
 	wg.Wait()
 	for i, err := range errs {
@@ -68,19 +88,19 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.update(func(*bolt.Tx) error { return nil }); !errors.Is(err, ErrClosed) {
+	if err := b.update(func(*bolt.Tx) error { return nil }); !errors.Is(err, khaladb.ErrClosed) {
 		t.Fatalf("update after close: %v", err)
 	}
 }
 
 func TestTurnRecordRoundTrip(t *testing.T) {
 	now := time.Now().UTC()
-	for _, tk := range []Turn{
+	for _, tk := range []khaladb.Turn{
 		{ID: "thread-1.1", Thread: "thread-1", Workflow: "w", Step: 1, Role: "r", Instruction: "do", Prompt: "p",
-			State: TurnQueued, Attempt: 1, MaxAttempts: 3, Lease: time.Minute, Idle: time.Hour, FirstQueued: now,
+			State: khaladb.TurnQueued, Attempt: 1, MaxAttempts: 3, Lease: time.Minute, Idle: time.Hour, FirstQueued: now,
 			QueuedAt: now, IdleAt: now.Add(time.Hour), Rev: 4},
-		{ID: "thread-9.2", Thread: "thread-9", Workflow: "w", Step: 2, Role: "r", State: TurnClaimed, Attempt: 2,
-			Lease: time.Second, Claim: newClaimID(), Agent: "agent-1", FirstQueued: now, QueuedAt: now,
+		{ID: "thread-9.2", Thread: "thread-9", Workflow: "w", Step: 2, Role: "r", State: khaladb.TurnClaimed, Attempt: 2,
+			Lease: time.Second, Claim: khaladb.NewClaimID(), Agent: "agent-1", FirstQueued: now, QueuedAt: now,
 			ClaimedAt: now, LeaseExpires: now.Add(time.Second), Rev: 9},
 	} {
 		body, err := encodeTurnBody(&tk)
@@ -96,7 +116,7 @@ func TestTurnRecordRoundTrip(t *testing.T) {
 		}
 	}
 	// A closed turn keeps no prompt.
-	closed := Turn{ID: "thread-1.1", Prompt: "secret plan", State: TurnAnswered}
+	closed := khaladb.Turn{ID: "thread-1.1", Prompt: "secret plan", State: khaladb.TurnAnswered}
 	body, _ := encodeTurnBody(&closed)
 	if got, _ := decodeTurn(turnValue(headOf(&closed), body)); got.Prompt != "" {
 		t.Fatalf("closed turn kept its prompt")
@@ -119,7 +139,7 @@ func TestOpenRefusesUnknownFormat(t *testing.T) {
 		return b.Put(kFormat, []byte{99})
 	})
 	db.Close()
-	if _, err := OpenBolt(path, time.Second); err == nil {
+	if _, err := Open(path, time.Second); err == nil {
 		t.Fatal("opened a file of an unknown format")
 	}
 }
@@ -129,29 +149,29 @@ func TestOpenRefusesUnknownFormat(t *testing.T) {
 // and a number handed out but never used may be handed out again.
 func TestThreadNumbersAfterReopen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "k.db")
-	b, err := OpenBolt(path, time.Second)
+	b, err := Open(path, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
 	for want := 1; want <= 3; want++ {
 		id, err := b.NextThreadID(ctx)
-		if err != nil || id != threadID(uint64(want)) {
+		if err != nil || id != khaladb.ThreadID(uint64(want)) {
 			t.Fatalf("id %d: %q %v", want, id, err)
 		}
 		if want == 3 {
 			break // thread-3 is never created
 		}
-		c := &ThreadChange{Thread: Thread{Thread: workflow.Thread{ID: id, Workflow: "w", Status: workflow.StatusRunning}}}
+		c := &khaladb.ThreadChange{Thread: khaladb.Thread{Thread: workflow.Thread{ID: id, Workflow: "w", Status: workflow.StatusRunning}}}
 		if err := b.CreateThread(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}
 	b.Close()
-	if _, err := b.NextThreadID(ctx); !errors.Is(err, ErrClosed) {
+	if _, err := b.NextThreadID(ctx); !errors.Is(err, khaladb.ErrClosed) {
 		t.Fatalf("closed store: %v", err)
 	}
-	b, err = OpenBolt(path, time.Second)
+	b, err = Open(path, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
