@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/nerve-agents/nerve/khala/khaladb"
+	"github.com/nerve-agents/nerve/khala/khaladb/khaladbtest"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -41,6 +42,11 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// The storage contract (khaladbtest), on a fresh file each time.
+func TestContract(t *testing.T) {
+	khaladbtest.Exercise(t, func(t testing.TB) khaladb.Storage { return openTestBolt(t) })
 }
 
 // Requests that arrive while a commit is on disk share the next one, and

@@ -13,6 +13,26 @@ import (
 // Opener opens a store on a fresh, empty database, closed when t ends.
 type Opener func(t testing.TB) khaladb.Storage
 
+// Exercise runs the whole contract against stores open makes, each part
+// as a subtest.
+func Exercise(t *testing.T, open Opener) {
+	for _, c := range []struct {
+		name string
+		test func(*testing.T, Opener)
+	}{
+		{"ClaimExactlyOnce", ClaimExactlyOnce},
+		{"ClaimOrderAndFilters", ClaimOrderAndFilters},
+		{"Heartbeat", Heartbeat},
+		{"UpdateThreadReruns", UpdateThreadReruns},
+		{"UpdateThreadOutcomes", UpdateThreadOutcomes},
+		{"DueTurns", DueTurns},
+		{"Events", Events},
+		{"Wakeups", Wakeups},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.test(t, open) })
+	}
+}
+
 // Epoch is the time the suite's threads start at: whole microseconds
 // (every backend keeps times to the nanosecond, in UTC).
 var Epoch = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -131,4 +151,13 @@ func ClaimAll(t testing.TB, s khaladb.Storage, agent string, now time.Time) []kh
 		}
 		out = append(out, got...)
 	}
+}
+
+// eventTypes lists the types of evs, for messages.
+func eventTypes(evs []workflow.Event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.Type
+	}
+	return out
 }

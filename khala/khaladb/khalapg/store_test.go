@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/nerve-agents/nerve/khala/khaladb"
+	"github.com/nerve-agents/nerve/khala/khaladb/khaladbtest"
 	"github.com/nerve-agents/nerve/khala/pgtest"
 )
 
@@ -54,6 +55,11 @@ func openPG(t testing.TB, dsn string) *Store {
 	}
 	t.Cleanup(func() { p.Close() })
 	return p
+}
+
+// The storage contract (khaladbtest), on a fresh database each time.
+func TestContract(t *testing.T) {
+	khaladbtest.Exercise(t, func(t testing.TB) khaladb.Storage { return openPG(t, pgtest.Database(t)) })
 }
 
 // Replicas starting together on an empty database migrate it once; a
