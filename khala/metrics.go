@@ -3,7 +3,9 @@ package khala
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -84,16 +86,11 @@ func (m *metrics) write(w io.Writer, st khaladb.Stats) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	fmt.Fprintf(w, "# HELP khala_threads_ended_total Threads ended, by status.\n# TYPE khala_threads_ended_total counter\n")
-	for _, s := range sortedKeys(m.threadsEnded) {
+	for _, s := range slices.Sorted(maps.Keys(m.threadsEnded)) {
 		fmt.Fprintf(w, "khala_threads_ended_total{status=%q} %d\n", s, m.threadsEnded[s])
 	}
 	fmt.Fprintf(w, "# HELP khala_http_requests_total HTTP requests, by status code.\n# TYPE khala_http_requests_total counter\n")
-	codes := make([]int, 0, len(m.requests))
-	for c := range m.requests {
-		codes = append(codes, c)
-	}
-	sort.Ints(codes)
-	for _, c := range codes {
+	for _, c := range slices.Sorted(maps.Keys(m.requests)) {
 		fmt.Fprintf(w, "khala_http_requests_total{code=\"%d\"} %d\n", c, m.requests[c])
 	}
 	m.claimWait.write(w, "khala_claim_wait_seconds", "Time a turn waited in the queue before it was claimed.")
@@ -141,13 +138,4 @@ func fmtFloat(f float64) string {
 		return fmt.Sprintf("%d", int64(f))
 	}
 	return fmt.Sprintf("%g", f)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

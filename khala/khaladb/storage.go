@@ -9,8 +9,8 @@ import (
 )
 
 // Storage is everything Khala keeps. The embedded backend is a bbolt file
-// (Bolt); a PostgreSQL backend serving several stateless replicas
-// implements the same contract:
+// (khalabolt); a PostgreSQL backend serving several stateless replicas
+// (khalapg) implements the same contract, which khaladbtest checks:
 //
 //   - Every method that returns nil has committed durably: the server
 //     answers 200/201 only after that.

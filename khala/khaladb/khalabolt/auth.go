@@ -59,7 +59,7 @@ func (b *Store) Enroll(ctx context.Context, enroll khaladb.Hash, a khaladb.Agent
 }
 
 // AgentByToken implements Storage.
-// Known agents are cached (see agentCache): every request authenticates.
+// Known agents are cached (see shared.Agents): every request authenticates.
 func (b *Store) AgentByToken(ctx context.Context, h khaladb.Hash) (khaladb.Agent, error) {
 	if a, ok := b.agents.Get(h); ok {
 		return a, nil

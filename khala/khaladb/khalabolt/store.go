@@ -52,7 +52,7 @@ const (
 	ixRunning byte = 'r' // 'r', N -> nil
 )
 
-// storeFormat is the layout of the records below and in bolt_codec.go.
+// storeFormat is the layout of the records below and in codec.go.
 const storeFormat = 1
 
 // Store is the embedded Storage: one bbolt file, one process.

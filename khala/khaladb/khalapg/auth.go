@@ -66,7 +66,7 @@ func (p *Store) Enroll(ctx context.Context, enroll khaladb.Hash, a khaladb.Agent
 var errStop = errors.New("stop")
 
 // AgentByToken implements Storage. It is asked on every request, so
-// agents are cached (see agentCache).
+// agents are cached (see shared.Agents).
 func (p *Store) AgentByToken(ctx context.Context, h khaladb.Hash) (khaladb.Agent, error) {
 	if a, ok := p.agents.Get(h); ok {
 		return a, nil

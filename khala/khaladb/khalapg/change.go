@@ -100,7 +100,7 @@ func changeStatement(n uint64, c *khaladb.ThreadChange, version uint64) (*change
 }
 
 // changeStmt is a change's statement, and what it writes that the
-// replica may keep (pg_fastpath.go): the thread's record and pending
+// replica may keep (fastpath.go): the thread's record and pending
 // steps, and its new messages, as stored.
 type changeStmt struct {
 	sql      string

@@ -18,7 +18,7 @@ import (
 // thread whose open turn was claimed through the same replica a moment
 // before, with nothing else happening in between. The claim reads, in its
 // own snapshot, what that change needs: the thread's record and version,
-// its messages' steps and its last message's body (pg_queue.go). The
+// its messages' steps and its last message's body (queue.go). The
 // answer then makes its change from that view and writes it in one
 // statement, with no transaction around a locked read: two round trips
 // and five statements fewer.

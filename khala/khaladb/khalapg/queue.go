@@ -89,7 +89,7 @@ func pickedCTE(limit, workflows, roles string) string {
 }
 
 // claimViewCols end a claim's answer: per turn, the sibling count above,
-// then what its thread's next change needs (pg_fastpath.go), read in the
+// then what its thread's next change needs (fastpath.go), read in the
 // claim's snapshot.
 const claimViewCols = `COALESCE(th.th_version, 0), COALESCE(th.th_pending, '{}'), th.th_record,
 	ARRAY(SELECT m.step FROM khala_messages m WHERE m.thread = c.thread ORDER BY m.step),

@@ -25,17 +25,17 @@ import (
 // Store is the Storage of several stateless replicas over one
 // PostgreSQL database. Every replica may serve every request: what one
 // replica commits, the others read; the only per-replica state is wake-up
-// hints (carried between replicas by LISTEN/NOTIFY, see pg_notify.go) and
+// hints (carried between replicas by LISTEN/NOTIFY, see notify.go) and
 // caches: of immutable records (messages, agents), and of the view a claim
 // read of its thread, which the thread's next change may use once, checked
-// by the database as it is written (pg_fastpath.go).
+// by the database as it is written (fastpath.go).
 //
 // Concurrency rests on row locks, taken in one order so that no two
 // transactions wait for each other in a cycle: a thread row (UpdateThread,
 // FOR NO KEY UPDATE, or the first write of a change made from a claim's
 // view), then its open turns, then its event counter. Claim locks a turn
 // and its thread's counter together with SKIP LOCKED and so never waits at
-// all; Heartbeat locks one turn. See pg_queue.go.
+// all; Heartbeat locks one turn. See queue.go.
 type Store struct {
 	pool    *pgxpool.Pool
 	cfg     *pgxpool.Config
@@ -95,7 +95,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "nerve-khala"
 	// Every statement here is a short lookup or write: compiling one (JIT)
-	// would cost more than running it, and the claim's plan (pg_queue.go)
+	// would cost more than running it, and the claim's plan (queue.go)
 	// looks expensive enough to trigger it.
 	cfg.ConnConfig.RuntimeParams["jit"] = "off"
 	// Every statement is prepared once per connection (pgx's statement
@@ -103,7 +103,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	// a change's CTEs cost the database more than running them. Each
 	// statement reads by key or walks an index in its own order, so no
 	// plan here wants a sort or a bitmap; forbidding them matters for the
-	// claim (pg_queue.go): planned from a queue's lagging statistics, it
+	// claim (queue.go): planned from a queue's lagging statistics, it
 	// would fetch and sort the whole queue instead of walking its index.
 	// Set at connect, these cost no statement per request.
 	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"

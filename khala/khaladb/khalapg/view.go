@@ -16,7 +16,7 @@ import (
 
 // Reading a thread's view: the thread, its messages and its open turns,
 // from one snapshot in one round trip. Messages never change, so each
-// replica caches them per thread (msgCache) and the database sends only
+// replica caches them per thread (shared.Messages) and the database sends only
 // the bodies it has not seen.
 
 // Thread implements Storage.
