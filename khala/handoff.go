@@ -39,6 +39,14 @@ func (h *handoffs) park(q khaladb.ClaimQuery) *waiter {
 	return w
 }
 
+// parked counts the long polls waiting: what tests wait on before they
+// queue a turn for a poll.
+func (h *handoffs) parked() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.waiting)
+}
+
 // leave takes w off the list. When a handoff took it first, it waits for
 // that handoff's outcome (its commit is under way) and returns the turns.
 func (h *handoffs) leave(w *waiter) []khaladb.Turn {

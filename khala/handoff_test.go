@@ -39,7 +39,7 @@ func testHandoff(t *testing.T, bk backend) {
 	// other waits for author turns only; reviewer for reviewer turns.
 	otherGot := poll(other, map[string]any{"roles": []string{"author"}, "wait": "700ms"})
 	reviewerGot := poll(reviewer, map[string]any{"roles": []string{"reviewer"}, "max": 2, "wait": "5s"})
-	time.Sleep(100 * time.Millisecond) // both are parked
+	ts.waitParked(t, 2)
 	if s, d := author.respond(first, "a change", nil); s != 200 {
 		t.Fatalf("respond: %d %s", s, d)
 	}

@@ -55,7 +55,7 @@ func testFiftyAgentsRace(t *testing.T, bk backend) {
 	}
 	// Long polls waiting when the turn is queued.
 	race("2s", func() {
-		time.Sleep(50 * time.Millisecond)
+		ts.waitParked(t, len(agents))
 		agents[0].start("pair", nil, "")
 	})
 	// A turn already queued, fifty claims without waiting.
@@ -66,7 +66,7 @@ func testFiftyAgentsRace(t *testing.T, bk backend) {
 	agents[0].start("pair", nil, "")
 	first := agents[0].claimOne()
 	race("2s", func() {
-		time.Sleep(50 * time.Millisecond)
+		ts.waitParked(t, len(agents))
 		if s, d := agents[0].respond(first, "done", nil); s != 200 {
 			t.Fatalf("respond: %d %s", s, d)
 		}

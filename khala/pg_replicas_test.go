@@ -41,7 +41,7 @@ func TestPostgresReplicas(t *testing.T) {
 	a.putWorkflow(pairWF)
 	polled := make(chan []api.Turn, 1)
 	go func() { polled <- b.claim(map[string]any{"wait": "10s"}) }()
-	time.Sleep(200 * time.Millisecond) // b waits on replica 1
+	rs[1].waitParked(t, 1) // b waits on replica 1
 	id := a.start("pair", nil, "")
 	queued := time.Now()
 	got := <-polled
