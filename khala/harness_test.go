@@ -9,15 +9,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nerve-agents/nerve/khala/khaladb"
-
-	"github.com/nerve-agents/nerve/khala/khaladb/khalabolt"
 
 	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
@@ -36,84 +33,6 @@ type testServer struct {
 	// reopen opens another store over the same data: the server
 	// restarted, or another replica.
 	reopen func(testing.TB) khaladb.Storage
-}
-
-// backend is a Storage the suite runs on. newDB makes a fresh, empty
-// database and says where it is as Serve's options; openDB opens a store
-// on it (again: the server restarted, or another replica).
-type backend struct {
-	name   string
-	newDB  func(t testing.TB) ServeOptions
-	openDB func(t testing.TB, o ServeOptions) khaladb.Storage
-}
-
-// backends are what every test that takes a backend runs on, each as a
-// subtest: the embedded bbolt file, and PostgreSQL (pg_harness_test.go),
-// which skips with a reason when PostgreSQL is not installed.
-var backends = []backend{boltBackend, pgBackend}
-
-var boltBackend = backend{"bolt", newBoltDB, openBoltDB}
-
-// open returns a store on a fresh database of bk, and a func that opens
-// another store over the same data.
-func (bk backend) open(t testing.TB) (khaladb.Storage, func(testing.TB) khaladb.Storage) {
-	t.Helper()
-	o := bk.newDB(t)
-	reopen := func(t testing.TB) khaladb.Storage {
-		t.Helper()
-		return bk.openDB(t, o)
-	}
-	return reopen(t), reopen
-}
-
-// serveOptions are Serve's options for a fresh database of bk, with an
-// enrollment token issued in it.
-func (bk backend) serveOptions(t testing.TB) (ServeOptions, string) {
-	t.Helper()
-	o := bk.newDB(t)
-	store := bk.openDB(t, o)
-	defer store.Close()
-	et, err := IssueEnrollToken(t.Context(), store, 100, 0, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o, et.Token
-}
-
-// eachBackend runs test once per backend.
-func eachBackend(t *testing.T, test func(t *testing.T, bk backend)) {
-	for _, bk := range backends {
-		t.Run(bk.name, func(t *testing.T) { test(t, bk) })
-	}
-}
-
-func newBoltDB(t testing.TB) ServeOptions {
-	return ServeOptions{DB: filepath.Join(t.TempDir(), "khala.db")}
-}
-
-func openBoltDB(t testing.TB, o ServeOptions) khaladb.Storage {
-	t.Helper()
-	store, err := khalabolt.Open(o.DB, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return store
-}
-
-// logWriter routes server logs to t.Log until the test ends.
-type logWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimSpace(string(p)))
-	}
-	return len(p), nil
 }
 
 // newTestServer is a server on bbolt, for what is about the server
