@@ -44,8 +44,9 @@ type claimView struct {
 	turns   []khaladb.Turn // this claim's turns of the thread, in step order
 }
 
-// MaxViewBody bounds the last message a claim's view keeps: a replica holds views
-// of up to shared.MaxThreads threads.
+// MaxViewBody bounds the last message a claim's view keeps (a longer one
+// is read when the view is used): a replica holds views of up to
+// shared.MaxThreads threads.
 const MaxViewBody = 16 << 10
 
 // claimViews keeps the view of each thread whose open turns this replica
