@@ -2,6 +2,7 @@ package khaladbtest
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -11,8 +12,8 @@ import (
 	"github.com/nerve-agents/nerve/workflow"
 )
 
-// ClaimExactlyOnce: agents claiming at once, each through its own calls,
-// get every queued turn exactly once between them, each leased to its
+// ClaimExactlyOnce: agents claiming at once, each through its own calls
+// until all are taken, get every queued turn exactly once between them, each leased to its
 // claimant with a turn.started event; then nothing is left to claim.
 func ClaimExactlyOnce(t *testing.T, open Opener) {
 	s := open(t)
@@ -32,17 +33,23 @@ func ClaimExactlyOnce(t *testing.T, open Opener) {
 		wg  sync.WaitGroup
 	)
 	start := make(chan struct{})
+	deadline := time.Now().Add(20 * time.Second)
 	for i := range agents {
 		wg.Go(func() {
 			agent := fmt.Sprintf("agent-%d", i)
 			<-start
+			// A claim may find fewer turns than are queued (PostgreSQL skips
+			// the rows another claim holds): claim until all are taken.
 			for {
+				mu.Lock()
+				all := len(got) == len(want)
+				mu.Unlock()
+				if all || time.Now().After(deadline) {
+					return
+				}
 				turns, err := s.Claim(ctx, khaladb.ClaimQuery{Agent: agent, Max: 1 + i%3, Now: now})
 				if err != nil {
 					t.Errorf("%s: claim: %v", agent, err)
-					return
-				}
-				if len(turns) == 0 {
 					return
 				}
 				mu.Lock()
@@ -50,6 +57,9 @@ func ClaimExactlyOnce(t *testing.T, open Opener) {
 					got[tk.ID] = append(got[tk.ID], tk)
 				}
 				mu.Unlock()
+				if len(turns) == 0 {
+					runtime.Gosched()
+				}
 			}
 		})
 	}
