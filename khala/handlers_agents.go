@@ -113,5 +113,5 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ khaladb
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	s.metrics.write(w, st)
+	s.metrics.write(w, st, s.handoffs.parked())
 }

@@ -39,8 +39,8 @@ func (h *handoffs) park(q khaladb.ClaimQuery) *waiter {
 	return w
 }
 
-// parked counts the long polls waiting: what tests wait on before they
-// queue a turn for a poll.
+// parked counts the long polls waiting (khala_claims_waiting), which is
+// also what tests wait on before they queue a turn for a poll.
 func (h *handoffs) parked() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()

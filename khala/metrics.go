@@ -61,8 +61,9 @@ func (m *metrics) request(status int) {
 	m.mu.Unlock()
 }
 
-// write prints the metrics; st are storage gauges.
-func (m *metrics) write(w io.Writer, st khaladb.Stats) {
+// write prints the metrics; st are storage gauges, waiting the long polls
+// waiting on this replica.
+func (m *metrics) write(w io.Writer, st khaladb.Stats, waiting int) {
 	gauge := func(name, help string, v int) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %d\n", name, help, name, name, v)
 	}
@@ -72,6 +73,7 @@ func (m *metrics) write(w io.Writer, st khaladb.Stats) {
 	gauge("khala_queue_depth", "Turns queued and not claimed.", st.Queued)
 	gauge("khala_turns_leased", "Turns claimed by an agent and not yet answered.", st.Claimed)
 	gauge("khala_threads_running", "Threads not ended.", st.Running)
+	gauge("khala_claims_waiting", "Long polls waiting for a turn on this replica.", waiting)
 	counter("khala_threads_started_total", "Threads started.", m.threadsStarted.Load())
 	counter("khala_turns_claimed_total", "Turns leased to agents.", m.turnsClaimed.Load())
 	counter("khala_turns_answered_total", "Turn responses accepted.", m.turnsAnswered.Load())

@@ -123,7 +123,10 @@ func testGracefulShutdown(t *testing.T, bk backend) {
 		s, d := a.do("POST", "/v1/turns/claim", map[string]any{"wait": "50s"})
 		polled <- res{s, string(d), time.Now()}
 	}()
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, "the long poll to wait", func() bool {
+		_, d := a.do("GET", "/metrics", nil)
+		return strings.Contains(string(d), "\nkhala_claims_waiting 1\n")
+	})
 	stopped := time.Now()
 	if err := stop(); err != nil {
 		t.Fatal(err)
