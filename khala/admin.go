@@ -1,17 +1,10 @@
 package khala
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
-	"time"
 )
 
 // AdminFile is where a running server leaves its local admin credentials:
@@ -72,69 +65,4 @@ func readAdminFile(path string) (adminInfo, error) {
 		return info, fmt.Errorf("read %s: %w", path, err)
 	}
 	return info, nil
-}
-
-// How IssueToken reached the database.
-const (
-	ViaDatabase = "database" // no server held it: written directly
-	ViaServer   = "server"   // through the running server's admin path
-)
-
-// IssueToken issues an enrollment token into the Khala database db. When
-// no server holds the file it opens it directly (creating it if absent);
-// when a server does (bbolt allows one process), it asks that server
-// through its admin file. It reports which way it went.
-func IssueToken(ctx context.Context, db string, uses int, ttl time.Duration) (EnrollTokenResponse, string, error) {
-	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
-		return EnrollTokenResponse{}, "", fmt.Errorf("create the database's directory: %w", err)
-	}
-	st, err := OpenBolt(db, 200*time.Millisecond)
-	if err == nil {
-		defer st.Close()
-		resp, err := IssueEnrollToken(ctx, st, uses, ttl, time.Now().UTC())
-		return resp, ViaDatabase, err
-	}
-	if !errors.Is(err, ErrLocked) {
-		return EnrollTokenResponse{}, "", err
-	}
-	info, err := readAdminFile(AdminFile(db))
-	if errors.Is(err, fs.ErrNotExist) {
-		return EnrollTokenResponse{}, "", fmt.Errorf("%s is held by another process but %s does not exist; is that process a nerve khala serve of this version?", db, AdminFile(db))
-	}
-	if err != nil {
-		return EnrollTokenResponse{}, "", err
-	}
-	resp, err := adminIssue(ctx, info, uses, ttl)
-	return resp, ViaServer, err
-}
-
-func adminIssue(ctx context.Context, info adminInfo, uses int, ttl time.Duration) (EnrollTokenResponse, error) {
-	var out EnrollTokenResponse
-	body, _ := json.Marshal(EnrollTokenRequest{Uses: uses, TTL: ttl.String()})
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, info.URL+"/v1/admin/enroll-tokens", bytes.NewReader(body))
-	if err != nil {
-		return out, err
-	}
-	req.Header.Set("Authorization", "Bearer "+info.Token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return out, fmt.Errorf("reach the khala server holding the database (pid %d) at %s: %w", info.PID, info.URL, err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusCreated {
-		var eb errorBody
-		msg := resp.Status
-		if json.Unmarshal(data, &eb) == nil && eb.Error.Message != "" {
-			msg = eb.Error.Message
-		}
-		return out, fmt.Errorf("the khala server at %s refused: %s", info.URL, msg)
-	}
-	if err := json.Unmarshal(data, &out); err != nil {
-		return out, fmt.Errorf("the khala server at %s: %w", info.URL, err)
-	}
-	return out, nil
 }

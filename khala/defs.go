@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -17,12 +19,12 @@ const maxCachedDefs = 512
 // defCache holds parsed definitions by content hash. Sources never change
 // under a hash, so the cache is derived state any replica may drop.
 type defCache struct {
-	store Storage
+	store khaladb.Storage
 	mu    sync.Mutex
 	m     map[string]*workflow.Definition
 }
 
-func newDefCache(s Storage) *defCache {
+func newDefCache(s khaladb.Storage) *defCache {
 	return &defCache{store: s, m: map[string]*workflow.Definition{}}
 }
 

@@ -61,7 +61,7 @@
 //
 // Every write is one bbolt transaction, fsynced (twice: pages, then meta)
 // before the request is answered. Requests that arrive while a commit is
-// on disk go together into the next one (group commit, bolt_commit.go),
+// on disk go together into the next one (group commit, khalabolt),
 // and a thread's records sit in one key range, so a commit writes a few
 // pages; the moderator runs outside the transaction, under the thread's
 // lock. On PostgreSQL a claim is one statement, which also reads what the
@@ -74,12 +74,19 @@
 //
 // # Storage
 //
-// Storage is the contract a backend keeps (see its comment); Bolt is the
-// embedded one. Nothing lives only in one process's memory but wake-up
-// hints and caches (of immutable data, and of views the database checks
-// before a change made from them is written), so Postgres, the other backend,
-// serves several stateless replicas of one database (pg.go has how:
-// row locks in one order, SKIP LOCKED claims, LISTEN/NOTIFY wake-ups,
-// migrations under an advisory lock). docs/khala-postgres.md is the
-// operator's side of it.
+// The server keeps everything through khaladb.Storage, the contract in its
+// own package (khaladb: the interface, its records, errors and wake-up
+// topics). Each backend is a package that implements it and imports only
+// khaladb: khalabolt, the embedded bbolt file, and khalapg, PostgreSQL for
+// several stateless replicas of one database (row locks in one order, SKIP
+// LOCKED claims, LISTEN/NOTIFY wake-ups, migrations under an advisory
+// lock; docs/khala-postgres.md is the operator's side of it). khaladbtest
+// is the contract suite both run. This package opens a backend only in
+// Serve and where it issues tokens (tokens.go); the rest of it, the HTTP
+// layer, engine, sweeper and webhooks, sees the interface alone. Nothing
+// lives only in one process's memory but wake-up hints, the long polls a
+// new turn may be handed to (handoff.go: the turn is written claimed in
+// the commit that queues it, so a backend sees only a ThreadChange), and
+// caches (of immutable data, and of views the database checks before a
+// change made from them is written).
 package khala

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -33,8 +35,8 @@ type answerRequest struct {
 
 // startThread builds a new thread and routes its first step.
 func startThread(ctx context.Context, def *workflow.Definition, hash, id string, input map[string]any,
-	webhook, initiator string, now time.Time) (*ThreadChange, error) {
-	c := &ThreadChange{Thread: Thread{
+	webhook, initiator string, now time.Time) (*khaladb.ThreadChange, error) {
+	c := &khaladb.ThreadChange{Thread: khaladb.Thread{
 		Thread: workflow.Thread{ID: id, Workflow: def.Name, Status: workflow.StatusRunning, Input: input,
 			CreatedAt: now, UpdatedAt: now},
 		SourceHash: hash, Webhook: webhook, Initiator: initiator,
@@ -52,25 +54,25 @@ var errTurnClosed = errors.New("turn not open")
 // answer records an answer and, when it was the last pending turn, asks
 // the moderator what follows.
 // docs, when not nil, is the thread's document cache (threadDocs).
-func answer(ctx context.Context, defs *defCache, docs *workflow.DocCache, v *ThreadView, turnID string, req answerRequest, now time.Time) (*ThreadChange, error) {
+func answer(ctx context.Context, defs *defCache, docs *workflow.DocCache, v *khaladb.ThreadView, turnID string, req answerRequest, now time.Time) (*khaladb.ThreadChange, error) {
 	t := v.Turn(turnID)
 	switch {
 	case t == nil:
 		return nil, errTurnClosed
-	case t.State != TurnClaimed || t.Claim != req.Claim || now.After(t.LeaseExpires):
-		return nil, ErrClaimLost
+	case t.State != khaladb.TurnClaimed || t.Claim != req.Claim || now.After(t.LeaseExpires):
+		return nil, khaladb.ErrClaimLost
 	}
 	def, err := defs.get(ctx, v.Thread.SourceHash)
 	if err != nil {
 		return nil, err
 	}
-	c := &ThreadChange{Thread: v.Thread}
+	c := &khaladb.ThreadChange{Thread: v.Thread}
 	m := req.Message
 	m.Step, m.Role, m.Instruction, m.Agent, m.At = t.Step, t.Role, t.Instruction, req.Agent, now
 	c.Messages = []workflow.Message{m}
 	done := *t
-	done.State = TurnAnswered
-	c.Turns = []Turn{done}
+	done.State = khaladb.TurnAnswered
+	c.Turns = []khaladb.Turn{done}
 	ev := workflow.Event{At: now, Type: workflow.EventTurnAnswered, Thread: t.Thread, Step: t.Step, Role: t.Role,
 		Agent: req.Agent, Adapter: m.Adapter, Turn: t.ID, Claim: t.Claim, Attempt: t.Attempt}
 	if m.Error != nil {
@@ -90,7 +92,7 @@ func answer(ctx context.Context, defs *defCache, docs *workflow.DocCache, v *Thr
 // routeThread asks the moderator and records its decision in c: new turns
 // queued, or the thread's end. A moderator at fault fails the thread; only
 // an interrupted evaluation (ctx) is an error.
-func routeThread(ctx context.Context, def *workflow.Definition, c *ThreadChange, msgs []workflow.Message, open []Turn,
+func routeThread(ctx context.Context, def *workflow.Definition, c *khaladb.ThreadChange, msgs []workflow.Message, open []khaladb.Turn,
 	docs *workflow.DocCache, now time.Time) error {
 	dec, err := workflow.Route(ctx, def, workflow.NewState(&c.Thread.Thread, msgs).WithCache(docs))
 	var re *workflow.RoutingError
@@ -107,8 +109,8 @@ func routeThread(ctx context.Context, def *workflow.Definition, c *ThreadChange,
 		th := &c.Thread
 		ref := def.Name + "#" + th.ID
 		for _, wt := range dec.Turns {
-			t := Turn{ID: TurnID(th.ID, wt.Step), Thread: th.ID, Workflow: def.Name, Step: wt.Step, Role: wt.Role,
-				Instruction: wt.Instruction, Prompt: workflow.Prompt(def, ref, wt, msgs), State: TurnQueued,
+			t := khaladb.Turn{ID: khaladb.TurnID(th.ID, wt.Step), Thread: th.ID, Workflow: def.Name, Step: wt.Step, Role: wt.Role,
+				Instruction: wt.Instruction, Prompt: workflow.Prompt(def, ref, wt, msgs), State: khaladb.TurnQueued,
 				Attempt: 1, MaxAttempts: max(def.Limits.MaxAttempts, 1), Lease: def.Limits.Claim.D(),
 				Idle: def.Limits.Idle.D(), FirstQueued: now}
 			requeue(&t, now)
@@ -123,8 +125,8 @@ func routeThread(ctx context.Context, def *workflow.Definition, c *ThreadChange,
 }
 
 // requeue puts t back in the queue (or in it for the first time).
-func requeue(t *Turn, now time.Time) {
-	t.State, t.Claim, t.Agent = TurnQueued, "", ""
+func requeue(t *khaladb.Turn, now time.Time) {
+	t.State, t.Claim, t.Agent = khaladb.TurnQueued, "", ""
 	t.QueuedAt, t.ClaimedAt, t.LeaseExpires, t.IdleAt = now, time.Time{}, time.Time{}, time.Time{}
 	if t.Idle > 0 {
 		t.IdleAt = now.Add(t.Idle)
@@ -134,25 +136,25 @@ func requeue(t *Turn, now time.Time) {
 // endThread ends the thread of c. Its open turns are cancelled, keeping
 // their claims so a holder's heartbeat learns of it (cancel: true) and its
 // response is refused.
-func endThread(c *ThreadChange, status string, result any, reason string, open []Turn, now time.Time) {
+func endThread(c *khaladb.ThreadChange, status string, result any, reason string, open []khaladb.Turn, now time.Time) {
 	th := &c.Thread
 	th.Status, th.Result, th.Error, th.Pending = status, result, reason, nil
 	th.EndedAt, th.UpdatedAt = now, now
 	for _, t := range open {
-		t.State = TurnCancelled
+		t.State = khaladb.TurnCancelled
 		setTurn(c, t)
 	}
 	c.Events = append(c.Events, workflow.Event{At: now, Type: workflow.EventThreadEnded, Thread: th.ID,
 		Status: status, Message: reason})
 	if th.Webhook != "" {
-		c.Webhooks = append(c.Webhooks, Webhook{URL: th.Webhook, NextAt: now, Created: now, Payload: WebhookPayload{
+		c.Webhooks = append(c.Webhooks, khaladb.Webhook{URL: th.Webhook, NextAt: now, Created: now, Payload: khaladb.WebhookPayload{
 			Event: workflow.EventThreadEnded, Thread: th.ID, Workflow: th.Workflow, Status: status,
 			Result: result, Error: reason}})
 	}
 }
 
 // setTurn puts t in c, replacing an earlier version of the same turn.
-func setTurn(c *ThreadChange, t Turn) {
+func setTurn(c *khaladb.ThreadChange, t khaladb.Turn) {
 	for i := range c.Turns {
 		if c.Turns[i].ID == t.ID {
 			c.Turns[i] = t
@@ -163,8 +165,8 @@ func setTurn(c *ThreadChange, t Turn) {
 }
 
 // openTurns returns v's queued and claimed turns but except.
-func openTurns(v *ThreadView, except string) []Turn {
-	var out []Turn
+func openTurns(v *khaladb.ThreadView, except string) []khaladb.Turn {
+	var out []khaladb.Turn
 	for _, t := range v.Turns {
 		if t.Open() && t.ID != except {
 			out = append(out, t)
@@ -175,12 +177,12 @@ func openTurns(v *ThreadView, except string) []Turn {
 
 // expire re-queues a turn whose lease ran out, or fails the thread when
 // that was its last attempt. nil: someone else already dealt with it.
-func expire(v *ThreadView, d DueTurn, now time.Time) *ThreadChange {
+func expire(v *khaladb.ThreadView, d khaladb.DueTurn, now time.Time) *khaladb.ThreadChange {
 	t := v.Turn(d.Turn)
-	if t == nil || t.State != TurnClaimed || t.Claim != d.Claim || now.Before(t.LeaseExpires) {
+	if t == nil || t.State != khaladb.TurnClaimed || t.Claim != d.Claim || now.Before(t.LeaseExpires) {
 		return nil
 	}
-	c := &ThreadChange{Thread: v.Thread}
+	c := &khaladb.ThreadChange{Thread: v.Thread}
 	c.Thread.UpdatedAt = now
 	ev := workflow.Event{At: now, Type: EventTurnExpired, Thread: t.Thread, Step: t.Step, Role: t.Role,
 		Agent: t.Agent, Turn: t.ID, Claim: t.Claim, Attempt: t.Attempt}
@@ -197,26 +199,26 @@ func expire(v *ThreadView, d DueTurn, now time.Time) *ThreadChange {
 	nt := *t
 	nt.Attempt++
 	requeue(&nt, now)
-	c.Turns = []Turn{nt}
+	c.Turns = []khaladb.Turn{nt}
 	return c
 }
 
 // idle raises a turn's idle event (once per time it is queued) and
 // notifies the initiator; the turn stays queued.
-func idle(v *ThreadView, d DueTurn, now time.Time) *ThreadChange {
+func idle(v *khaladb.ThreadView, d khaladb.DueTurn, now time.Time) *khaladb.ThreadChange {
 	t := v.Turn(d.Turn)
-	if t == nil || t.State != TurnQueued || t.IdleAt.IsZero() || now.Before(t.IdleAt) {
+	if t == nil || t.State != khaladb.TurnQueued || t.IdleAt.IsZero() || now.Before(t.IdleAt) {
 		return nil
 	}
-	c := &ThreadChange{Thread: v.Thread}
+	c := &khaladb.ThreadChange{Thread: v.Thread}
 	nt := *t
 	nt.IdleAt = time.Time{}
-	c.Turns = []Turn{nt}
+	c.Turns = []khaladb.Turn{nt}
 	waited := now.Sub(t.QueuedAt).Round(time.Second)
 	c.Events = []workflow.Event{{At: now, Type: EventTurnIdle, Thread: t.Thread, Step: t.Step, Role: t.Role,
 		Turn: t.ID, Attempt: t.Attempt, Message: fmt.Sprintf("queued unclaimed for %s", waited)}}
 	if th := v.Thread; th.Webhook != "" {
-		c.Webhooks = []Webhook{{URL: th.Webhook, NextAt: now, Created: now, Payload: WebhookPayload{
+		c.Webhooks = []khaladb.Webhook{{URL: th.Webhook, NextAt: now, Created: now, Payload: khaladb.WebhookPayload{
 			Event: EventTurnIdle, Thread: th.ID, Workflow: th.Workflow, Status: th.Status,
 			Step: t.Step, Role: t.Role, Turn: t.ID}}}
 	}
@@ -225,30 +227,30 @@ func idle(v *ThreadView, d DueTurn, now time.Time) *ThreadChange {
 
 // release gives a claimed turn back to the queue at once; it keeps its
 // attempt, since giving work back is not failing it.
-func release(v *ThreadView, turnID, claim string, now time.Time) (*ThreadChange, error) {
+func release(v *khaladb.ThreadView, turnID, claim string, now time.Time) (*khaladb.ThreadChange, error) {
 	t := v.Turn(turnID)
 	switch {
 	case t == nil:
 		return nil, errTurnClosed
-	case t.State != TurnClaimed || t.Claim != claim || now.After(t.LeaseExpires):
-		return nil, ErrClaimLost
+	case t.State != khaladb.TurnClaimed || t.Claim != claim || now.After(t.LeaseExpires):
+		return nil, khaladb.ErrClaimLost
 	}
-	c := &ThreadChange{Thread: v.Thread}
+	c := &khaladb.ThreadChange{Thread: v.Thread}
 	c.Thread.UpdatedAt = now
 	c.Events = []workflow.Event{{At: now, Type: EventTurnReleased, Thread: t.Thread, Step: t.Step, Role: t.Role,
 		Agent: t.Agent, Turn: t.ID, Claim: t.Claim, Attempt: t.Attempt}}
 	nt := *t
 	requeue(&nt, now)
-	c.Turns = []Turn{nt}
+	c.Turns = []khaladb.Turn{nt}
 	return c, nil
 }
 
 // cancel ends a running thread; its outstanding claims become stale.
-func cancel(v *ThreadView, agent string, now time.Time) (*ThreadChange, error) {
+func cancel(v *khaladb.ThreadView, agent string, now time.Time) (*khaladb.ThreadChange, error) {
 	if v.Thread.Ended() {
-		return nil, fmt.Errorf("%w: %s is already %s", ErrThreadEnded, v.Thread.ID, v.Thread.Status)
+		return nil, fmt.Errorf("%w: %s is already %s", khaladb.ErrThreadEnded, v.Thread.ID, v.Thread.Status)
 	}
-	c := &ThreadChange{Thread: v.Thread}
+	c := &khaladb.ThreadChange{Thread: v.Thread}
 	endThread(c, workflow.StatusCancelled, nil, "cancelled by "+agent, openTurns(v, ""), now)
 	return c, nil
 }

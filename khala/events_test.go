@@ -146,7 +146,7 @@ func testMetrics(t *testing.T, bk backend) {
 	_, data := a.do("GET", "/metrics", nil)
 	text := string(data)
 	for _, want := range []string{
-		"khala_queue_depth 2\n", "khala_turns_leased 0\n", "khala_threads_running 2\n",
+		"khala_queue_depth 2\n", "khala_turns_leased 0\n", "khala_threads_running 2\n", "khala_claims_waiting 0\n",
 		"khala_threads_started_total 2\n", "khala_turns_claimed_total 1\n", "khala_turns_answered_total 1\n",
 		`khala_turns_requeued_total{reason="expired"} 0`, "# TYPE khala_claim_wait_seconds histogram",
 		`khala_claim_wait_seconds_bucket{le="+Inf"} 1`, "khala_turn_duration_seconds_count 1\n",

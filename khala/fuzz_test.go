@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
+	"github.com/nerve-agents/nerve/khala/khaladb/khalabolt"
+
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -39,7 +43,7 @@ func FuzzRequestDecoding(f *testing.F) {
 			f.Add(uint8(i), []byte(seed))
 		}
 	}
-	store, err := OpenBolt(filepath.Join(f.TempDir(), "khala.db"), time.Second)
+	store, err := khalabolt.Open(filepath.Join(f.TempDir(), "khala.db"), time.Second)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -49,7 +53,7 @@ func FuzzRequestDecoding(f *testing.F) {
 	ctx := context.Background()
 	et, _ := IssueEnrollToken(ctx, store, 1<<30, 0, time.Now())
 	agentTok, agentHash := newToken(prefixAgent)
-	if err := store.Enroll(ctx, hashToken(et.Token), Agent{Name: "fuzzer", Token: agentHash, EnrolledAt: time.Now()}); err != nil {
+	if err := store.Enroll(ctx, hashToken(et.Token), khaladb.Agent{Name: "fuzzer", Token: agentHash, EnrolledAt: time.Now()}); err != nil {
 		f.Fatal(err)
 	}
 	setup := httptest.NewRecorder()
@@ -135,8 +139,8 @@ func FuzzModeratorInput(f *testing.F) {
 			t.Fatalf("start: %v %+v", err, c)
 		}
 		tk := c.Turns[0]
-		tk.State, tk.Claim, tk.Agent, tk.ClaimedAt, tk.LeaseExpires = TurnClaimed, "claim", "fuzzer", now, now.Add(time.Minute)
-		v := &ThreadView{Thread: c.Thread, Turns: []Turn{tk}}
+		tk.State, tk.Claim, tk.Agent, tk.ClaimedAt, tk.LeaseExpires = khaladb.TurnClaimed, "claim", "fuzzer", now, now.Add(time.Minute)
+		v := &khaladb.ThreadView{Thread: c.Thread, Turns: []khaladb.Turn{tk}}
 		m := workflow.Message{Content: content}
 		if json.Valid(meta) {
 			json.Unmarshal(meta, &m.Meta)

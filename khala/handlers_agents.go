@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"regexp"
 	"time"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
 )
 
 var agentNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
@@ -17,7 +19,7 @@ const healthTimeout = 2 * time.Second
 
 // handleHealth answers 200 only when the storage answers: a replica that
 // lost its database is 503, with the error shape, until it is back.
-func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ Agent) {
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
 	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
 	defer cancel()
 	if err := s.store.Ping(ctx); err != nil {
@@ -32,7 +34,7 @@ type enrollRequest struct {
 	Name string `json:"name"`
 }
 
-func (s *Server) handleEnroll(w http.ResponseWriter, r *http.Request, a Agent) {
+func (s *Server) handleEnroll(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
 	var req enrollRequest
 	if err := decodeJSON(r, &req, false); err != nil {
 		s.fail(w, r, err)
@@ -43,19 +45,19 @@ func (s *Server) handleEnroll(w http.ResponseWriter, r *http.Request, a Agent) {
 		return
 	}
 	tok, h := newToken(prefixAgent)
-	err := s.store.Enroll(r.Context(), a.Token, Agent{Name: req.Name, Token: h, EnrolledAt: s.now()})
+	err := s.store.Enroll(r.Context(), a.Token, khaladb.Agent{Name: req.Name, Token: h, EnrolledAt: s.now()})
 	switch {
 	case err == nil:
 		s.log.Info("agent enrolled", "agent", req.Name)
 		writeJSON(w, http.StatusCreated, map[string]string{"agent": req.Name, "token": tok})
-	case errors.Is(err, ErrNameTaken):
-		s.fail(w, r, fmt.Errorf("%w: an agent named %q is already enrolled; choose another name", ErrNameTaken, req.Name))
+	case errors.Is(err, khaladb.ErrNameTaken):
+		s.fail(w, r, fmt.Errorf("%w: an agent named %q is already enrolled; choose another name", khaladb.ErrNameTaken, req.Name))
 	default:
 		s.fail(w, r, err)
 	}
 }
 
-func (s *Server) handleMe(w http.ResponseWriter, r *http.Request, a Agent) {
+func (s *Server) handleMe(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
 	writeJSON(w, http.StatusOK, map[string]any{"agent": a.Name, "enrolled_at": a.EnrolledAt})
 }
 
@@ -73,7 +75,7 @@ type EnrollTokenResponse struct {
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
 
-func (s *Server) handleAdminEnrollToken(w http.ResponseWriter, r *http.Request, _ Agent) {
+func (s *Server) handleAdminEnrollToken(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
 	var req EnrollTokenRequest
 	if err := decodeJSON(r, &req, true); err != nil {
 		s.fail(w, r, err)
@@ -104,29 +106,12 @@ func parseTTL(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// IssueEnrollToken creates an enrollment token for uses agents (at least
-// one), valid for ttl (0: no expiry), in st.
-func IssueEnrollToken(ctx context.Context, st Storage, uses int, ttl time.Duration, now time.Time) (EnrollTokenResponse, error) {
-	if uses <= 0 {
-		uses = 1
-	}
-	tok, h := newToken(prefixEnroll)
-	et := EnrollToken{Hash: h, Uses: uses, CreatedAt: now}
-	if ttl > 0 {
-		et.ExpiresAt = now.Add(ttl)
-	}
-	if err := st.AddEnrollToken(ctx, et); err != nil {
-		return EnrollTokenResponse{}, err
-	}
-	return EnrollTokenResponse{Token: tok, Uses: uses, ExpiresAt: et.ExpiresAt}, nil
-}
-
-func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ Agent) {
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
 	st, err := s.store.Stats(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	s.metrics.write(w, st)
+	s.metrics.write(w, st, s.handoffs.parked())
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -31,7 +33,7 @@ type turnJSON struct {
 	LeaseExpires time.Time `json:"lease_expires_at,omitzero"`
 }
 
-func newThreadJSON(t Thread, turns []Turn) threadJSON {
+func newThreadJSON(t khaladb.Thread, turns []khaladb.Turn) threadJSON {
 	wt := t.Thread
 	wt.Source = nil
 	out := threadJSON{Thread: &wt, Initiator: t.Initiator}
@@ -46,9 +48,9 @@ func newThreadJSON(t Thread, turns []Turn) threadJSON {
 
 var statuses = []string{workflow.StatusRunning, workflow.StatusCompleted, workflow.StatusFailed, workflow.StatusCancelled}
 
-func (s *Server) handleThreads(w http.ResponseWriter, r *http.Request, _ Agent) {
+func (s *Server) handleThreads(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
 	q := r.URL.Query()
-	tq := ThreadQuery{Workflow: q.Get("workflow"), Status: q.Get("status"), Limit: 100}
+	tq := khaladb.ThreadQuery{Workflow: q.Get("workflow"), Status: q.Get("status"), Limit: 100}
 	if tq.Status != "" && !contains(statuses, tq.Status) {
 		s.fail(w, r, badRequest("status %q: want one of running, completed, failed, cancelled", tq.Status))
 		return
@@ -74,10 +76,10 @@ func (s *Server) handleThreads(w http.ResponseWriter, r *http.Request, _ Agent) 
 }
 
 // view reads the thread named by the path, answering 404 itself.
-func (s *Server) view(w http.ResponseWriter, r *http.Request) *ThreadView {
+func (s *Server) view(w http.ResponseWriter, r *http.Request) *khaladb.ThreadView {
 	id := r.PathValue("id")
 	v, err := s.store.Thread(r.Context(), id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, khaladb.ErrNotFound) {
 		err = notFound("unknown thread %q", id)
 	}
 	if err != nil {
@@ -87,21 +89,21 @@ func (s *Server) view(w http.ResponseWriter, r *http.Request) *ThreadView {
 	return v
 }
 
-func (s *Server) handleThread(w http.ResponseWriter, r *http.Request, _ Agent) {
+func (s *Server) handleThread(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
 	if v := s.view(w, r); v != nil {
 		writeJSON(w, http.StatusOK, newThreadJSON(v.Thread, v.Turns))
 	}
 }
 
-func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, a Agent) {
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
 	id := r.PathValue("id")
-	var c *ThreadChange
-	err := s.store.UpdateThread(r.Context(), id, func(v *ThreadView) (*ThreadChange, error) {
+	var c *khaladb.ThreadChange
+	err := s.store.UpdateThread(r.Context(), id, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
 		var err error
 		c, err = cancel(v, a.Name, s.now())
 		return c, err
 	})
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, khaladb.ErrNotFound) {
 		err = notFound("unknown thread %q", id)
 	}
 	if err != nil {
@@ -141,7 +143,7 @@ func messageFilter(r *http.Request) (workflow.Filter, error) {
 	return f, nil
 }
 
-func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request, _ Agent) {
+func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
 	f, err := messageFilter(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -152,7 +154,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request, _ Agent)
 	}
 }
 
-func (s *Server) handleTrace(w http.ResponseWriter, r *http.Request, _ Agent) {
+func (s *Server) handleTrace(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
 	if v := s.view(w, r); v == nil {
 		return
 	}
@@ -174,7 +176,7 @@ const sseKeepAlive = 15 * time.Second
 // handleEvents streams the trace as server-sent events: what exists, then
 // each new event as it is committed, ending after the thread's end. A
 // reconnecting client resumes with Last-Event-ID (or ?after=SEQ).
-func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ Agent) {
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
 	v := s.view(w, r)
 	if v == nil {
 		return
@@ -192,7 +194,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ Agent) {
 	keepAlive := time.NewTicker(sseKeepAlive)
 	defer keepAlive.Stop()
 	for {
-		changed := s.store.Changed(ThreadTopic(id))
+		changed := s.store.Changed(khaladb.ThreadTopic(id))
 		evs, err := s.store.Events(r.Context(), id, after, 500)
 		if err != nil {
 			return

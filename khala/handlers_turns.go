@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
 	"github.com/nerve-agents/nerve/internal/usage"
 	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
@@ -21,7 +23,7 @@ const (
 	maxFilter = 100
 )
 
-func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, a Agent) {
+func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
 	start := time.Now()
 	var req api.ClaimRequest
 	if err := decodeJSON(r, &req, true); err != nil {
@@ -41,18 +43,18 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, a Agent) {
 		return
 	}
 	wait = min(wait, s.opts.MaxWait)
-	q := ClaimQuery{Agent: a.Name, Max: max(req.Max, 1), Workflows: req.Workflows, Roles: req.Roles}
+	q := khaladb.ClaimQuery{Agent: a.Name, Max: max(req.Max, 1), Workflows: req.Workflows, Roles: req.Roles}
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Now().Add(wait + s.opts.RequestTimeout))
 	ctx := r.Context()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	var turns []Turn
+	var turns []khaladb.Turn
 	for {
 		// Take the hint before looking, so a turn queued in between
 		// still wakes us.
-		hint := s.store.Changed(TopicQueue)
+		hint := s.store.Changed(khaladb.TopicQueue)
 		q.Now = s.now()
 		var err error
 		turns, err = s.store.Claim(ctx, q)
@@ -120,14 +122,14 @@ func decodeClaim(r *http.Request) (string, error) {
 // turnThread returns the thread of the turn in the path.
 func turnThread(r *http.Request) (turn, thread string, err error) {
 	turn = r.PathValue("turn")
-	thread, _, _, ok := ParseTurnID(turn)
+	thread, _, _, ok := khaladb.ParseTurnID(turn)
 	if !ok {
 		return turn, "", notFound("unknown turn %q", turn)
 	}
 	return turn, thread, nil
 }
 
-func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, _ Agent) {
+func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
 	turn, _, err := turnThread(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -139,14 +141,14 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, _ Agent
 		return
 	}
 	t, err := s.store.Heartbeat(r.Context(), turn, claim, s.now())
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, khaladb.ErrNotFound) {
 		err = notFound("unknown turn %q", turn)
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"lease_expires_at": t.LeaseExpires, "cancel": t.State == TurnCancelled})
+	writeJSON(w, http.StatusOK, map[string]any{"lease_expires_at": t.LeaseExpires, "cancel": t.State == khaladb.TurnCancelled})
 }
 
 type responseRequest struct {
@@ -190,7 +192,7 @@ func (req *responseRequest) message() (workflow.Message, error) {
 	return m, nil
 }
 
-func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request, a Agent) {
+func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
 	turn, thread, err := turnThread(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -207,7 +209,7 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request, a Agent)
 		return
 	}
 	var (
-		c       *ThreadChange
+		c       *khaladb.ThreadChange
 		status  string
 		claimed time.Time
 		now     time.Time
@@ -217,7 +219,7 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request, a Agent)
 	defer func() { handed.settle(false) }() // if UpdateThread never returned
 	docs, releaseDocs := s.docs.acquire(thread)
 	defer releaseDocs()
-	err = s.store.UpdateThread(r.Context(), thread, func(v *ThreadView) (*ThreadChange, error) {
+	err = s.store.UpdateThread(r.Context(), thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
 		handed.settle(false) // an earlier, stale try's promises
 		handed = nil
 		now = s.now()
@@ -242,7 +244,7 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request, a Agent)
 		s.changed(c)
 		fresh = true
 	}
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, khaladb.ErrNotFound) {
 		err = notFound("unknown turn %q", turn)
 	}
 	if err != nil {
@@ -276,8 +278,8 @@ func (s *Server) closedTurn(r *http.Request, turn, claim string, answerOK bool) 
 	if err != nil {
 		return "", err
 	}
-	if !answerOK || t.State != TurnAnswered || t.Claim != claim {
-		return "", ErrClaimLost
+	if !answerOK || t.State != khaladb.TurnAnswered || t.Claim != claim {
+		return "", khaladb.ErrClaimLost
 	}
 	v, err := s.store.Thread(r.Context(), t.Thread)
 	if err != nil {
@@ -288,7 +290,7 @@ func (s *Server) closedTurn(r *http.Request, turn, claim string, answerOK bool) 
 
 // giveBack re-queues turns claimed for a long poll whose agent left
 // before it could be told: another agent need not wait for their lease.
-func (s *Server) giveBack(turns []Turn) {
+func (s *Server) giveBack(turns []khaladb.Turn) {
 	for _, t := range turns {
 		_ = s.releaseTurn(context.Background(), t.Thread, t.ID, t.Claim)
 	}
@@ -296,8 +298,8 @@ func (s *Server) giveBack(turns []Turn) {
 
 // releaseTurn puts a claimed turn back in the queue, for its holder.
 func (s *Server) releaseTurn(ctx context.Context, thread, turn, claim string) error {
-	var c *ThreadChange
-	err := s.store.UpdateThread(ctx, thread, func(v *ThreadView) (*ThreadChange, error) {
+	var c *khaladb.ThreadChange
+	err := s.store.UpdateThread(ctx, thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
 		var err error
 		c, err = release(v, turn, claim, s.now())
 		return c, err
@@ -309,7 +311,7 @@ func (s *Server) releaseTurn(ctx context.Context, thread, turn, claim string) er
 	return err
 }
 
-func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request, _ Agent) {
+func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
 	turn, thread, err := turnThread(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -324,14 +326,14 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request, _ Agent) 
 	if errors.Is(err, errTurnClosed) {
 		_, err = s.closedTurn(r, turn, claim, false)
 	}
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, khaladb.ErrNotFound) {
 		err = notFound("unknown turn %q", turn)
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"turn": turn, "status": TurnQueued})
+	writeJSON(w, http.StatusOK, map[string]string{"turn": turn, "status": khaladb.TurnQueued})
 }
 
 // Bounds of a turn's events request.
@@ -345,7 +347,7 @@ const (
 // holds (a detection: stall, errors, malformed) to the thread's trace.
 // The claim is checked as a heartbeat's is; the change only appends
 // events, so it never moves the turn or the thread.
-func (s *Server) handleTurnEvents(w http.ResponseWriter, r *http.Request, a Agent) {
+func (s *Server) handleTurnEvents(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
 	turn, thread, err := turnThread(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -360,16 +362,16 @@ func (s *Server) handleTurnEvents(w http.ResponseWriter, r *http.Request, a Agen
 		s.fail(w, r, err)
 		return
 	}
-	err = s.store.UpdateThread(r.Context(), thread, func(v *ThreadView) (*ThreadChange, error) {
+	err = s.store.UpdateThread(r.Context(), thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
 		t := v.Turn(turn)
 		now := s.now()
 		switch {
 		case t == nil:
 			return nil, errTurnClosed
-		case t.State != TurnClaimed || t.Claim != req.Claim || now.After(t.LeaseExpires):
-			return nil, ErrClaimLost
+		case t.State != khaladb.TurnClaimed || t.Claim != req.Claim || now.After(t.LeaseExpires):
+			return nil, khaladb.ErrClaimLost
 		}
-		c := &ThreadChange{Thread: v.Thread}
+		c := &khaladb.ThreadChange{Thread: v.Thread}
 		for _, e := range req.Events {
 			c.Events = append(c.Events, workflow.Event{At: now, Type: workflow.EventDetection, Thread: t.Thread,
 				Step: t.Step, Role: t.Role, Agent: a.Name, Adapter: e.Adapter, Status: e.Status, Message: e.Message,
@@ -380,7 +382,7 @@ func (s *Server) handleTurnEvents(w http.ResponseWriter, r *http.Request, a Agen
 	if errors.Is(err, errTurnClosed) {
 		_, err = s.closedTurn(r, turn, req.Claim, false)
 	}
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, khaladb.ErrNotFound) {
 		err = notFound("unknown turn %q", turn)
 	}
 	if err != nil {

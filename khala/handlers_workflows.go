@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -36,7 +38,7 @@ type limitsJSON struct {
 	Idle        string `json:"idle,omitempty"`
 }
 
-func newWorkflowJSON(rec WorkflowRecord, def *workflow.Definition) workflowJSON {
+func newWorkflowJSON(rec khaladb.WorkflowRecord, def *workflow.Definition) workflowJSON {
 	l := def.Limits
 	limits := limitsJSON{MaxSteps: l.MaxSteps, Claim: l.Claim.D().String(), MaxAttempts: l.MaxAttempts}
 	if l.Idle > 0 {
@@ -51,7 +53,7 @@ func newWorkflowJSON(rec WorkflowRecord, def *workflow.Definition) workflowJSON 
 		Inputs: def.Inputs, Limits: limits, Version: rec.SourceHash[:12], UpdatedAt: rec.UpdatedAt, UpdatedBy: rec.UpdatedBy}
 }
 
-func (s *Server) handleWorkflows(w http.ResponseWriter, r *http.Request, _ Agent) {
+func (s *Server) handleWorkflows(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
 	recs, err := s.store.Workflows(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
@@ -70,10 +72,10 @@ func (s *Server) handleWorkflows(w http.ResponseWriter, r *http.Request, _ Agent
 }
 
 // workflowRecord reads the named workflow and its definition.
-func (s *Server) workflowRecord(r *http.Request) (WorkflowRecord, *workflow.Definition, error) {
+func (s *Server) workflowRecord(r *http.Request) (khaladb.WorkflowRecord, *workflow.Definition, error) {
 	name := r.PathValue("name")
 	rec, err := s.store.Workflow(r.Context(), name)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, khaladb.ErrNotFound) {
 		return rec, nil, notFound("unknown workflow %q; publish it with: nerve workflow push %s REMOTE", name, name)
 	}
 	if err != nil {
@@ -83,7 +85,7 @@ func (s *Server) workflowRecord(r *http.Request) (WorkflowRecord, *workflow.Defi
 	return rec, def, err
 }
 
-func (s *Server) handleWorkflow(w http.ResponseWriter, r *http.Request, _ Agent) {
+func (s *Server) handleWorkflow(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
 	rec, def, err := s.workflowRecord(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -105,7 +107,7 @@ type putWorkflowRequest struct {
 	Source string `json:"source"`
 }
 
-func (s *Server) handlePutWorkflow(w http.ResponseWriter, r *http.Request, a Agent) {
+func (s *Server) handlePutWorkflow(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
 	name := r.PathValue("name")
 	var src []byte
 	if strings.Contains(r.Header.Get("Content-Type"), "yaml") {
@@ -138,7 +140,7 @@ func (s *Server) handlePutWorkflow(w http.ResponseWriter, r *http.Request, a Age
 			fmt.Sprintf("the definition is workflow %q but was sent to /v1/workflows/%s", def.Name, name)})
 		return
 	}
-	rec := WorkflowRecord{Name: name, SourceHash: sourceHash(src), UpdatedAt: s.now(), UpdatedBy: a.Name}
+	rec := khaladb.WorkflowRecord{Name: name, SourceHash: sourceHash(src), UpdatedAt: s.now(), UpdatedBy: a.Name}
 	created, err := s.store.PutWorkflow(r.Context(), rec, src)
 	if err != nil {
 		s.fail(w, r, err)
@@ -168,7 +170,7 @@ type startResponse struct {
 	Error    string `json:"error,omitempty"`
 }
 
-func (s *Server) handleStartThread(w http.ResponseWriter, r *http.Request, a Agent) {
+func (s *Server) handleStartThread(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
 	var req startRequest
 	if err := decodeJSON(r, &req, true); err != nil {
 		s.fail(w, r, err)
@@ -221,7 +223,7 @@ func checkWebhook(s string) error {
 
 // changed updates what the server tracks after a committed change: end
 // counters and the sweeper's next deadline.
-func (s *Server) changed(c *ThreadChange) {
+func (s *Server) changed(c *khaladb.ThreadChange) {
 	if c.Thread.Ended() {
 		for _, e := range c.Events {
 			if e.Type == workflow.EventThreadEnded {
@@ -230,7 +232,7 @@ func (s *Server) changed(c *ThreadChange) {
 		}
 	}
 	for _, t := range c.Turns {
-		if t.State == TurnQueued && !t.IdleAt.IsZero() {
+		if t.State == khaladb.TurnQueued && !t.IdleAt.IsZero() {
 			s.sweep.poke(t.IdleAt)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -22,24 +24,32 @@ type handoffs struct {
 
 // waiter is one long poll between two looks at the queue.
 type waiter struct {
-	q ClaimQuery
+	q khaladb.ClaimQuery
 	// got receives exactly once from whoever took the waiter off the
 	// list: the turns committed for it, or nil when the commit failed.
-	got chan []Turn
+	got chan []khaladb.Turn
 }
 
 // park adds a long poll that found nothing to the waiting list.
-func (h *handoffs) park(q ClaimQuery) *waiter {
-	w := &waiter{q: q, got: make(chan []Turn, 1)}
+func (h *handoffs) park(q khaladb.ClaimQuery) *waiter {
+	w := &waiter{q: q, got: make(chan []khaladb.Turn, 1)}
 	h.mu.Lock()
 	h.waiting = append(h.waiting, w)
 	h.mu.Unlock()
 	return w
 }
 
+// parked counts the long polls waiting (khala_claims_waiting), which is
+// also what tests wait on before they queue a turn for a poll.
+func (h *handoffs) parked() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.waiting)
+}
+
 // leave takes w off the list. When a handoff took it first, it waits for
 // that handoff's outcome (its commit is under way) and returns the turns.
-func (h *handoffs) leave(w *waiter) []Turn {
+func (h *handoffs) leave(w *waiter) []khaladb.Turn {
 	h.mu.Lock()
 	if i := slices.Index(h.waiting, w); i >= 0 {
 		h.waiting = slices.Delete(h.waiting, i, i+1)
@@ -53,14 +63,14 @@ func (h *handoffs) leave(w *waiter) []Turn {
 // reservation is what one change promised to which waiters.
 type reservation struct {
 	order []*waiter
-	turns map[*waiter][]Turn
+	turns map[*waiter][]khaladb.Turn
 }
 
 // reserve claims c's queued turns for waiting agents whose filters take
 // them, oldest waiter first and up to each one's max: such a turn is
 // written claimed (with its turn.started event) instead of queued. The
 // caller settles the reservation once it knows whether c was committed.
-func (h *handoffs) reserve(c *ThreadChange, now time.Time) *reservation {
+func (h *handoffs) reserve(c *khaladb.ThreadChange, now time.Time) *reservation {
 	if c == nil {
 		return nil
 	}
@@ -69,23 +79,23 @@ func (h *handoffs) reserve(c *ThreadChange, now time.Time) *reservation {
 	defer h.mu.Unlock()
 	for i := range c.Turns {
 		t := &c.Turns[i]
-		if t.State != TurnQueued || len(h.waiting) == 0 && r == nil {
+		if t.State != khaladb.TurnQueued || len(h.waiting) == 0 && r == nil {
 			continue
 		}
 		w := r.taker(t)
 		if w == nil {
-			j := slices.IndexFunc(h.waiting, func(w *waiter) bool { return w.q.takes(t) })
+			j := slices.IndexFunc(h.waiting, func(w *waiter) bool { return takes(&w.q, t) })
 			if j < 0 {
 				continue
 			}
 			w = h.waiting[j]
 			h.waiting = slices.Delete(h.waiting, j, j+1)
 			if r == nil {
-				r = &reservation{turns: map[*waiter][]Turn{}}
+				r = &reservation{turns: map[*waiter][]khaladb.Turn{}}
 			}
 			r.order = append(r.order, w)
 		}
-		t.State, t.Claim, t.Agent = TurnClaimed, newClaimID(), w.q.Agent
+		t.State, t.Claim, t.Agent = khaladb.TurnClaimed, khaladb.NewClaimID(), w.q.Agent
 		t.ClaimedAt, t.LeaseExpires, t.IdleAt = now, now.Add(t.Lease), time.Time{}
 		c.Events = append(c.Events, workflow.Event{At: now, Type: workflow.EventTurnStarted, Thread: t.Thread,
 			Step: t.Step, Role: t.Role, Agent: t.Agent, Turn: t.ID, Claim: t.Claim, Attempt: t.Attempt})
@@ -95,12 +105,12 @@ func (h *handoffs) reserve(c *ThreadChange, now time.Time) *reservation {
 }
 
 // taker returns a waiter of r that takes t and has room for it.
-func (r *reservation) taker(t *Turn) *waiter {
+func (r *reservation) taker(t *khaladb.Turn) *waiter {
 	if r == nil {
 		return nil
 	}
 	for _, w := range r.order {
-		if len(r.turns[w]) < w.q.Max && w.q.takes(t) {
+		if len(r.turns[w]) < w.q.Max && takes(&w.q, t) {
 			return w
 		}
 	}
@@ -123,7 +133,7 @@ func (r *reservation) settle(committed bool) {
 }
 
 // takes reports whether a claim with q's filters may get t.
-func (q *ClaimQuery) takes(t *Turn) bool {
+func takes(q *khaladb.ClaimQuery, t *khaladb.Turn) bool {
 	return (len(q.Workflows) == 0 || slices.Contains(q.Workflows, t.Workflow)) &&
 		(len(q.Roles) == 0 || slices.Contains(q.Roles, t.Role))
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
 	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -37,7 +39,7 @@ func testHandoff(t *testing.T, bk backend) {
 	// other waits for author turns only; reviewer for reviewer turns.
 	otherGot := poll(other, map[string]any{"roles": []string{"author"}, "wait": "700ms"})
 	reviewerGot := poll(reviewer, map[string]any{"roles": []string{"reviewer"}, "max": 2, "wait": "5s"})
-	time.Sleep(100 * time.Millisecond) // both are parked
+	ts.waitParked(t, 2)
 	if s, d := author.respond(first, "a change", nil); s != 200 {
 		t.Fatalf("respond: %d %s", s, d)
 	}
@@ -62,7 +64,7 @@ func testHandoff(t *testing.T, bk backend) {
 	}
 	th := reviewer.thread(id)
 	for _, tt := range th.Turns {
-		if tt.Step == 2 && (tt.State != TurnClaimed || tt.Agent != "reviewer") {
+		if tt.Step == 2 && (tt.State != khaladb.TurnClaimed || tt.Agent != "reviewer") {
 			t.Fatalf("the handed turn is stored as %+v", tt)
 		}
 	}

@@ -9,11 +9,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
 
 	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
@@ -25,84 +26,13 @@ type testServer struct {
 	t      testing.TB
 	URL    string
 	srv    *Server
-	store  Storage
+	store  khaladb.Storage
 	enroll string
 	client *http.Client
 	stop   func()
 	// reopen opens another store over the same data: the server
 	// restarted, or another replica.
-	reopen func(testing.TB) Storage
-}
-
-// backend is a Storage the suite runs on. open returns a new, empty
-// store and a func that opens another store over the same data.
-type backend struct {
-	name string
-	open func(t testing.TB) (Storage, func(testing.TB) Storage)
-}
-
-// backends are what every test that takes a backend runs on, each as a
-// subtest: the embedded bbolt file, and PostgreSQL (pg_harness_test.go),
-// which skips with a reason when PostgreSQL is not installed.
-var backends = []backend{
-	{"bolt", openBoltBackend},
-	{"postgres", openPostgresBackend},
-}
-
-// serveOptions are Serve's options for a fresh database of bk, with an
-// enrollment token issued in it.
-func (bk backend) serveOptions(t testing.TB) (ServeOptions, string) {
-	t.Helper()
-	store, _ := bk.open(t)
-	defer store.Close()
-	et, err := IssueEnrollToken(t.Context(), store, 100, 0, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var o ServeOptions
-	switch s := store.(type) {
-	case *Bolt:
-		o.DB = s.db.Path()
-	case *Postgres:
-		o.Postgres = s.cfg.ConnString()
-	}
-	return o, et.Token
-}
-
-// eachBackend runs test once per backend.
-func eachBackend(t *testing.T, test func(t *testing.T, bk backend)) {
-	for _, bk := range backends {
-		t.Run(bk.name, func(t *testing.T) { test(t, bk) })
-	}
-}
-
-func openBoltBackend(t testing.TB) (Storage, func(testing.TB) Storage) {
-	path := filepath.Join(t.TempDir(), "khala.db")
-	open := func(t testing.TB) Storage {
-		t.Helper()
-		store, err := OpenBolt(path, time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return store
-	}
-	return open(t), open
-}
-
-// logWriter routes server logs to t.Log until the test ends.
-type logWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimSpace(string(p)))
-	}
-	return len(p), nil
+	reopen func(testing.TB) khaladb.Storage
 }
 
 // newTestServer is a server on bbolt, for what is about the server
@@ -128,7 +58,7 @@ func (bk backend) server(t testing.TB, tune ...func(*Options)) *testServer {
 
 // newServerOn serves an open store; stop (also run at cleanup) shuts the
 // server down and closes the store.
-func newServerOn(t testing.TB, store Storage, tune ...func(*Options)) *testServer {
+func newServerOn(t testing.TB, store khaladb.Storage, tune ...func(*Options)) *testServer {
 	t.Helper()
 	lw := &logWriter{t: t}
 	t.Cleanup(func() { lw.mu.Lock(); lw.done = true; lw.mu.Unlock() })
@@ -305,6 +235,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// waitParked waits until n long polls wait on ts for a turn.
+func (ts *testServer) waitParked(t *testing.T, n int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d long polls to wait", n), func() bool { return ts.srv.handoffs.parked() == n })
 }
 
 func eventTypes(evs []workflow.Event) string {

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -78,20 +80,20 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("request body is larger than %d bytes", mbe.Limit))
 	case errors.As(err, &ie):
 		writeError(w, http.StatusBadRequest, codeInvalidIn, ie.Error())
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, khaladb.ErrNotFound):
 		writeError(w, http.StatusNotFound, codeNotFound, err.Error())
-	case errors.Is(err, ErrUnauthorized):
+	case errors.Is(err, khaladb.ErrUnauthorized):
 		writeError(w, http.StatusUnauthorized, codeUnauthorized, err.Error())
-	case errors.Is(err, ErrNameTaken):
+	case errors.Is(err, khaladb.ErrNameTaken):
 		writeError(w, http.StatusConflict, codeNameTaken, err.Error())
-	case errors.Is(err, ErrClaimLost):
+	case errors.Is(err, khaladb.ErrClaimLost):
 		writeError(w, http.StatusConflict, codeClaimLost, "the claim is no longer the holder of this turn: drop the result")
-	case errors.Is(err, ErrThreadEnded):
+	case errors.Is(err, khaladb.ErrThreadEnded):
 		writeError(w, http.StatusConflict, codeThreadEnded, err.Error())
-	case errors.Is(err, ErrConflict), errors.Is(err, ErrClosed):
+	case errors.Is(err, khaladb.ErrConflict), errors.Is(err, khaladb.ErrClosed):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, err.Error())
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, khaladb.ErrUnavailable):
 		// The storage logged the cause once; the client needs only to
 		// retry (the cause may name internal hosts).
 		w.Header().Set("Retry-After", "1")

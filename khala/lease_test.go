@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
 	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -53,7 +55,7 @@ func testFiftyAgentsRace(t *testing.T, bk backend) {
 	}
 	// Long polls waiting when the turn is queued.
 	race("2s", func() {
-		time.Sleep(50 * time.Millisecond)
+		ts.waitParked(t, len(agents))
 		agents[0].start("pair", nil, "")
 	})
 	// A turn already queued, fifty claims without waiting.
@@ -64,7 +66,7 @@ func testFiftyAgentsRace(t *testing.T, bk backend) {
 	agents[0].start("pair", nil, "")
 	first := agents[0].claimOne()
 	race("2s", func() {
-		time.Sleep(50 * time.Millisecond)
+		ts.waitParked(t, len(agents))
 		if s, d := agents[0].respond(first, "done", nil); s != 200 {
 			t.Fatalf("respond: %d %s", s, d)
 		}
@@ -96,7 +98,7 @@ func testStaleClaim(t *testing.T, bk backend) {
 		t.Fatalf("made-up claim: %d", s)
 	}
 	// Nothing changed: no message, b still holds the turn.
-	if th := a.thread(id); th.Step != 1 || len(th.Turns) != 1 || th.Turns[0].Agent != "b" || th.Turns[0].State != TurnClaimed {
+	if th := a.thread(id); th.Step != 1 || len(th.Turns) != 1 || th.Turns[0].Agent != "b" || th.Turns[0].State != khaladb.TurnClaimed {
 		t.Fatalf("after stale answers: %+v %+v", th.Thread, th.Turns)
 	}
 	var msgs []workflow.Message

@@ -211,7 +211,7 @@ func testClaimLongPollWakes(t *testing.T, bk backend) {
 		got := a.claim(map[string]any{"wait": "10s"})
 		done <- res{got, time.Now()}
 	}()
-	time.Sleep(100 * time.Millisecond) // let the claim start waiting
+	ts.waitParked(t, 1)
 	a.start("pair", nil, "")
 	queued := time.Now() // the turn is committed before the 201
 	r := <-done

@@ -3,6 +3,8 @@ package khala
 import (
 	"strings"
 	"testing"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
 )
 
 // badInput is a request that must be refused with status and code.
@@ -96,7 +98,7 @@ func testRefusals(t *testing.T, bk backend) {
 		}
 	}
 	// None of it changed the thread.
-	if th := a.thread(id); th.Step != 1 || len(th.Turns) != 1 || th.Turns[0].State != TurnClaimed {
+	if th := a.thread(id); th.Step != 1 || len(th.Turns) != 1 || th.Turns[0].State != khaladb.TurnClaimed {
 		t.Fatalf("thread changed: %+v %+v", th.Thread, th.Turns)
 	}
 	if s, d := a.respond(tk, "fine", nil); s != 200 {

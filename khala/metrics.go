@@ -3,11 +3,15 @@ package khala
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
 )
 
 // metrics are this process's counters, written in the Prometheus text
@@ -57,8 +61,9 @@ func (m *metrics) request(status int) {
 	m.mu.Unlock()
 }
 
-// write prints the metrics; st are storage gauges.
-func (m *metrics) write(w io.Writer, st Stats) {
+// write prints the metrics; st are storage gauges, waiting the long polls
+// waiting on this replica.
+func (m *metrics) write(w io.Writer, st khaladb.Stats, waiting int) {
 	gauge := func(name, help string, v int) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %d\n", name, help, name, name, v)
 	}
@@ -68,6 +73,7 @@ func (m *metrics) write(w io.Writer, st Stats) {
 	gauge("khala_queue_depth", "Turns queued and not claimed.", st.Queued)
 	gauge("khala_turns_leased", "Turns claimed by an agent and not yet answered.", st.Claimed)
 	gauge("khala_threads_running", "Threads not ended.", st.Running)
+	gauge("khala_claims_waiting", "Long polls waiting for a turn on this replica.", waiting)
 	counter("khala_threads_started_total", "Threads started.", m.threadsStarted.Load())
 	counter("khala_turns_claimed_total", "Turns leased to agents.", m.turnsClaimed.Load())
 	counter("khala_turns_answered_total", "Turn responses accepted.", m.turnsAnswered.Load())
@@ -82,16 +88,11 @@ func (m *metrics) write(w io.Writer, st Stats) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	fmt.Fprintf(w, "# HELP khala_threads_ended_total Threads ended, by status.\n# TYPE khala_threads_ended_total counter\n")
-	for _, s := range sortedKeys(m.threadsEnded) {
+	for _, s := range slices.Sorted(maps.Keys(m.threadsEnded)) {
 		fmt.Fprintf(w, "khala_threads_ended_total{status=%q} %d\n", s, m.threadsEnded[s])
 	}
 	fmt.Fprintf(w, "# HELP khala_http_requests_total HTTP requests, by status code.\n# TYPE khala_http_requests_total counter\n")
-	codes := make([]int, 0, len(m.requests))
-	for c := range m.requests {
-		codes = append(codes, c)
-	}
-	sort.Ints(codes)
-	for _, c := range codes {
+	for _, c := range slices.Sorted(maps.Keys(m.requests)) {
 		fmt.Fprintf(w, "khala_http_requests_total{code=\"%d\"} %d\n", c, m.requests[c])
 	}
 	m.claimWait.write(w, "khala_claim_wait_seconds", "Time a turn waited in the queue before it was claimed.")
@@ -139,13 +140,4 @@ func fmtFloat(f float64) string {
 		return fmt.Sprintf("%d", int64(f))
 	}
 	return fmt.Sprintf("%g", f)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -11,6 +11,10 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
+	"github.com/nerve-agents/nerve/khala/khaladb/khalabolt"
+	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
 )
 
 // ServeOptions configure Serve.
@@ -20,7 +24,7 @@ type ServeOptions struct {
 	// Postgres, when set, serves from this PostgreSQL database instead of
 	// DB, as one of any number of replicas (no admin file is written).
 	Postgres string
-	// PoolSize bounds the PostgreSQL connections (DefaultPoolSize).
+	// PoolSize bounds the PostgreSQL connections (khalapg.DefaultPoolSize).
 	PoolSize int
 	Version  string
 	Logger   *slog.Logger
@@ -62,19 +66,19 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	defer ln.Close()
 	url := "http://" + loopbackAddr(ln.Addr().(*net.TCPAddr))
 	var (
-		store     Storage
-		adminHash Hash
+		store     khaladb.Storage
+		adminHash khaladb.Hash
 		where     = []any{"db", o.DB}
 	)
 	if o.Postgres != "" {
-		pg, err := OpenPostgres(ctx, PostgresOptions{DSN: o.Postgres, PoolSize: o.PoolSize, Logger: o.Logger})
+		pg, err := khalapg.Open(ctx, khalapg.Options{DSN: o.Postgres, PoolSize: o.PoolSize, Logger: o.Logger})
 		if err != nil {
 			return err
 		}
-		store, where = pg, []any{"postgres", pg.Display(), "pool", pg.cfg.MaxConns}
+		store, where = pg, []any{"postgres", pg.Display(), "pool", pg.PoolSize()}
 	} else {
-		b, err := OpenBolt(o.DB, time.Second)
-		if errors.Is(err, ErrLocked) {
+		b, err := khalabolt.Open(o.DB, time.Second)
+		if errors.Is(err, khaladb.ErrLocked) {
 			return fmt.Errorf("%w (another nerve khala serve?)", err)
 		}
 		if err != nil {

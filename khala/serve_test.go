@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
 )
 
 // serveInBackground runs Serve on a free loopback port and returns its URL
@@ -79,7 +81,7 @@ func TestServeAndEnrollTokens(t *testing.T) {
 	}
 	// A second server on the same file is refused.
 	err = Serve(t.Context(), ServeOptions{Addr: "127.0.0.1:0", DB: db, Logger: slog.New(slog.DiscardHandler)})
-	if !errors.Is(err, ErrLocked) {
+	if !errors.Is(err, khaladb.ErrLocked) {
 		t.Fatalf("second serve: %v", err)
 	}
 	if _, err := os.Stat(AdminFile(db)); err != nil {
@@ -121,7 +123,10 @@ func testGracefulShutdown(t *testing.T, bk backend) {
 		s, d := a.do("POST", "/v1/turns/claim", map[string]any{"wait": "50s"})
 		polled <- res{s, string(d), time.Now()}
 	}()
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, "the long poll to wait", func() bool {
+		_, d := a.do("GET", "/metrics", nil)
+		return strings.Contains(string(d), "\nkhala_claims_waiting 1\n")
+	})
 	stopped := time.Now()
 	if err := stop(); err != nil {
 		t.Fatal(err)

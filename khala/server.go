@@ -12,11 +12,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
 )
 
 // Options configure a Server. Zero values take the defaults.
 type Options struct {
-	Store   Storage
+	Store   khaladb.Storage
 	Version string
 	Logger  *slog.Logger
 
@@ -32,7 +34,7 @@ type Options struct {
 	Recheck time.Duration
 	// AdminToken, when set, enables the local admin path (issuing
 	// enrollment tokens while the server holds the database).
-	AdminToken Hash
+	AdminToken khaladb.Hash
 
 	WebhookClient *http.Client
 	// WebhookBackoff is the wait before retry n (1-based). Default: 1s
@@ -48,7 +50,7 @@ type Options struct {
 // Server is the Khala HTTP API over a Storage.
 type Server struct {
 	opts    Options
-	store   Storage
+	store   khaladb.Storage
 	defs    *defCache
 	log     *slog.Logger
 	metrics *metrics
@@ -118,7 +120,7 @@ const (
 	authAdmin  // the local admin token, from loopback only
 )
 
-type handlerFunc func(w http.ResponseWriter, r *http.Request, a Agent)
+type handlerFunc func(w http.ResponseWriter, r *http.Request, a khaladb.Agent)
 
 type route struct {
 	method string
@@ -221,35 +223,35 @@ func (s *Server) dispatch(routes []route) http.Handler {
 
 // authenticate checks the bearer token against what the route needs. The
 // reasons never repeat the token.
-func (s *Server) authenticate(r *http.Request, kind int) (Agent, error) {
+func (s *Server) authenticate(r *http.Request, kind int) (khaladb.Agent, error) {
 	if kind == authNone {
-		return Agent{}, nil
+		return khaladb.Agent{}, nil
 	}
 	tok := bearer(r)
 	if tok == "" {
-		return Agent{}, fmt.Errorf("%w: missing Authorization: Bearer token", ErrUnauthorized)
+		return khaladb.Agent{}, fmt.Errorf("%w: missing Authorization: Bearer token", khaladb.ErrUnauthorized)
 	}
 	h := hashToken(tok)
 	switch kind {
 	case authAdmin:
-		if s.opts.AdminToken == (Hash{}) || !sameHash(h, s.opts.AdminToken) || !fromLoopback(r) {
-			return Agent{}, fmt.Errorf("%w: the admin path takes the server's local admin token, from this machine", ErrUnauthorized)
+		if s.opts.AdminToken == (khaladb.Hash{}) || !khaladb.SameHash(h, s.opts.AdminToken) || !fromLoopback(r) {
+			return khaladb.Agent{}, fmt.Errorf("%w: the admin path takes the server's local admin token, from this machine", khaladb.ErrUnauthorized)
 		}
-		return Agent{Name: "admin"}, nil
+		return khaladb.Agent{Name: "admin"}, nil
 	case authEnroll:
 		// Checked (and consumed) by Enroll itself, in one transaction.
 		if !strings.HasPrefix(tok, prefixEnroll) {
-			return Agent{}, fmt.Errorf("%w: enrolling takes an enrollment token (nerve khala enroll-token)", ErrUnauthorized)
+			return khaladb.Agent{}, fmt.Errorf("%w: enrolling takes an enrollment token (nerve khala enroll-token)", khaladb.ErrUnauthorized)
 		}
-		return Agent{Token: h}, nil
+		return khaladb.Agent{Token: h}, nil
 	}
 	a, err := s.store.AgentByToken(r.Context(), h)
-	if errors.Is(err, ErrUnauthorized) {
+	if errors.Is(err, khaladb.ErrUnauthorized) {
 		msg := "unknown agent token"
 		if strings.HasPrefix(tok, prefixEnroll) {
 			msg = "this is an enrollment token; enroll with it (POST /v1/agents) and use the agent token you get"
 		}
-		return Agent{}, fmt.Errorf("%w: %s", ErrUnauthorized, msg)
+		return khaladb.Agent{}, fmt.Errorf("%w: %s", khaladb.ErrUnauthorized, msg)
 	}
 	return a, err
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -74,7 +76,7 @@ func (w *sweeper) sweep(ctx context.Context) time.Time {
 		if err != nil {
 			// An unreachable database is logged once by the storage, not
 			// every second by every loop.
-			if ctx.Err() == nil && !errors.Is(err, ErrUnavailable) {
+			if ctx.Err() == nil && !errors.Is(err, khaladb.ErrUnavailable) {
 				w.s.log.Error("sweep: read due turns", "err", err)
 			}
 			return now.Add(time.Second)
@@ -89,11 +91,11 @@ func (w *sweeper) sweep(ctx context.Context) time.Time {
 	return time.Time{}
 }
 
-func (w *sweeper) apply(ctx context.Context, d DueTurn, now time.Time) {
+func (w *sweeper) apply(ctx context.Context, d khaladb.DueTurn, now time.Time) {
 	s := w.s
-	var c *ThreadChange
-	err := s.store.UpdateThread(ctx, d.Thread, func(v *ThreadView) (*ThreadChange, error) {
-		if d.Kind == DueExpired {
+	var c *khaladb.ThreadChange
+	err := s.store.UpdateThread(ctx, d.Thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
+		if d.Kind == khaladb.DueExpired {
 			c = expire(v, d, now)
 		} else {
 			c = idle(v, d, now)
@@ -111,7 +113,7 @@ func (w *sweeper) apply(ctx context.Context, d DueTurn, now time.Time) {
 	}
 	s.changed(c)
 	switch {
-	case d.Kind == DueIdle:
+	case d.Kind == khaladb.DueIdle:
 		s.metrics.turnsIdle.Add(1)
 		s.log.Info("turn idle", "thread", d.Thread, "turn", d.Turn)
 	case c.Thread.Status == workflow.StatusFailed:

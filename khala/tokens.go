@@ -1,13 +1,26 @@
 package khala
 
 import (
+	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
-	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
+	"github.com/nerve-agents/nerve/khala/khaladb/khalabolt"
 )
 
 // Token prefixes say what a token is for, so a user who pastes the wrong
@@ -22,7 +35,7 @@ const (
 const tokenBytes = 24
 
 // newToken returns a fresh random token with prefix and its hash.
-func newToken(prefix string) (string, Hash) {
+func newToken(prefix string) (string, khaladb.Hash) {
 	b := make([]byte, tokenBytes)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
 	tok := prefix + base64.RawURLEncoding.EncodeToString(b)
@@ -32,17 +45,105 @@ func newToken(prefix string) (string, Hash) {
 // hashToken is what is stored and looked up: a lookup by the hash of a
 // 192-bit secret leaks nothing useful through timing, and the final
 // comparison (sameHash) is constant-time anyway.
-func hashToken(tok string) Hash { return sha256.Sum256([]byte(tok)) }
+func hashToken(tok string) khaladb.Hash { return sha256.Sum256([]byte(tok)) }
 
-// sameHash compares in constant time.
-func sameHash(a, b Hash) bool { return subtle.ConstantTimeCompare(a[:], b[:]) == 1 }
+// Issuing enrollment tokens: into any Storage (IssueEnrollToken), and into
+// a database by its name, whichever process holds it (IssueToken for the
+// bbolt file, IssuePostgresToken). See "Issuing enrollment tokens" in
+// doc.go.
 
-// newClaimID returns a lease id: 128 random bits, the capability to answer
-// the turn.
-func newClaimID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+// IssueEnrollToken creates an enrollment token for uses agents (at least
+// one), valid for ttl (0: no expiry), in st.
+func IssueEnrollToken(ctx context.Context, st khaladb.Storage, uses int, ttl time.Duration, now time.Time) (EnrollTokenResponse, error) {
+	if uses <= 0 {
+		uses = 1
+	}
+	tok, h := newToken(prefixEnroll)
+	et := khaladb.EnrollToken{Hash: h, Uses: uses, CreatedAt: now}
+	if ttl > 0 {
+		et.ExpiresAt = now.Add(ttl)
+	}
+	if err := st.AddEnrollToken(ctx, et); err != nil {
+		return EnrollTokenResponse{}, err
+	}
+	return EnrollTokenResponse{Token: tok, Uses: uses, ExpiresAt: et.ExpiresAt}, nil
+}
+
+// How IssueToken reached the database.
+const (
+	ViaDatabase = "database" // no server held it: written directly
+	ViaServer   = "server"   // through the running server's admin path
+)
+
+// IssueToken issues an enrollment token into the Khala database db. When
+// no server holds the file it opens it directly (creating it if absent);
+// when a server does (bbolt allows one process), it asks that server
+// through its admin file. It reports which way it went.
+func IssueToken(ctx context.Context, db string, uses int, ttl time.Duration) (EnrollTokenResponse, string, error) {
+	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
+		return EnrollTokenResponse{}, "", fmt.Errorf("create the database's directory: %w", err)
+	}
+	st, err := khalabolt.Open(db, 200*time.Millisecond)
+	if err == nil {
+		defer st.Close()
+		resp, err := IssueEnrollToken(ctx, st, uses, ttl, time.Now().UTC())
+		return resp, ViaDatabase, err
+	}
+	if !errors.Is(err, khaladb.ErrLocked) {
+		return EnrollTokenResponse{}, "", err
+	}
+	info, err := readAdminFile(AdminFile(db))
+	if errors.Is(err, fs.ErrNotExist) {
+		return EnrollTokenResponse{}, "", fmt.Errorf("%s is held by another process but %s does not exist; is that process a nerve khala serve of this version?", db, AdminFile(db))
+	}
+	if err != nil {
+		return EnrollTokenResponse{}, "", err
+	}
+	resp, err := adminIssue(ctx, info, uses, ttl)
+	return resp, ViaServer, err
+}
+
+func adminIssue(ctx context.Context, info adminInfo, uses int, ttl time.Duration) (EnrollTokenResponse, error) {
+	var out EnrollTokenResponse
+	body, _ := json.Marshal(EnrollTokenRequest{Uses: uses, TTL: ttl.String()})
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, info.URL+"/v1/admin/enroll-tokens", bytes.NewReader(body))
+	if err != nil {
+		return out, err
+	}
+	req.Header.Set("Authorization", "Bearer "+info.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return out, fmt.Errorf("reach the khala server holding the database (pid %d) at %s: %w", info.PID, info.URL, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusCreated {
+		var eb errorBody
+		msg := resp.Status
+		if json.Unmarshal(data, &eb) == nil && eb.Error.Message != "" {
+			msg = eb.Error.Message
+		}
+		return out, fmt.Errorf("the khala server at %s refused: %s", info.URL, msg)
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
+		return out, fmt.Errorf("the khala server at %s: %w", info.URL, err)
+	}
+	return out, nil
+}
+
+// IssuePostgresToken issues an enrollment token into the PostgreSQL
+// database dsn (migrating its schema first if need be): replicas hold no
+// lock on it, so no server is asked.
+func IssuePostgresToken(ctx context.Context, dsn string, uses int, ttl time.Duration) (EnrollTokenResponse, error) {
+	p, err := khalapg.Open(ctx, khalapg.Options{DSN: dsn, PoolSize: 1})
+	if err != nil {
+		return EnrollTokenResponse{}, err
+	}
+	defer p.Close()
+	return IssueEnrollToken(ctx, p, uses, ttl, time.Now().UTC())
 }
 
 // bearer returns the token of an Authorization: Bearer header, or "".

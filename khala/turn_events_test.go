@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nerve-agents/nerve/khala/api"
+	"github.com/nerve-agents/nerve/khala/khaladb"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -60,7 +61,7 @@ func testTurnEvents(t *testing.T, bk backend) {
 		t.Fatalf("detection %+v of turn %+v", e, held)
 	}
 	// Only an event was added: the turn is still held and answered as usual.
-	if th := a.thread(id); len(th.Turns) != 1 || th.Turns[0].State != TurnClaimed || th.Turns[0].Agent != "a" {
+	if th := a.thread(id); len(th.Turns) != 1 || th.Turns[0].State != khaladb.TurnClaimed || th.Turns[0].Agent != "a" {
 		t.Fatalf("after a detection: %+v", th.Turns)
 	}
 	if s, d := a.respond(held, "done", nil); s != 200 {

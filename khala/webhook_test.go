@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -17,14 +19,14 @@ import (
 // deliveries with 500.
 type hookReceiver struct {
 	URL       string
-	got       chan WebhookPayload
+	got       chan khaladb.WebhookPayload
 	calls     atomic.Int64
 	mu        sync.Mutex
 	delivered map[string]int // X-Khala-Delivery -> calls
 }
 
 func newHookReceiver(t *testing.T, failFirst int64) *hookReceiver {
-	h := &hookReceiver{got: make(chan WebhookPayload, 100), delivered: map[string]int{}}
+	h := &hookReceiver{got: make(chan khaladb.WebhookPayload, 100), delivered: map[string]int{}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := h.calls.Add(1)
 		h.mu.Lock()
@@ -34,7 +36,7 @@ func newHookReceiver(t *testing.T, failFirst int64) *hookReceiver {
 			http.Error(w, "not now", http.StatusInternalServerError)
 			return
 		}
-		var p WebhookPayload
+		var p khaladb.WebhookPayload
 		data, _ := io.ReadAll(r.Body)
 		if err := json.Unmarshal(data, &p); err != nil || r.Header.Get("X-Khala-Event") != p.Event {
 			http.Error(w, "bad payload", http.StatusBadRequest)
@@ -47,14 +49,14 @@ func newHookReceiver(t *testing.T, failFirst int64) *hookReceiver {
 	return h
 }
 
-func (h *hookReceiver) next(t *testing.T) WebhookPayload {
+func (h *hookReceiver) next(t *testing.T) khaladb.WebhookPayload {
 	t.Helper()
 	select {
 	case p := <-h.got:
 		return p
 	case <-time.After(5 * time.Second):
 		t.Fatal("no webhook within 5s")
-		return WebhookPayload{}
+		return khaladb.WebhookPayload{}
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
 )
 
 // Webhook delivery runs beside the queue, never in it: events put their
@@ -31,14 +33,14 @@ func (s *Server) runWebhooks(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
-		hint := s.store.Changed(TopicWebhooks)
+		hint := s.store.Changed(khaladb.TopicWebhooks)
 		now := s.now()
 		hooks, next, err := s.store.ClaimWebhooks(ctx, now, webhookLease, webhookWorkers)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			if !errors.Is(err, ErrUnavailable) { // the storage logged it once
+			if !errors.Is(err, khaladb.ErrUnavailable) { // the storage logged it once
 				s.log.Error("webhooks: read the outbox", "err", err)
 			}
 			next = now.Add(time.Second)
@@ -76,7 +78,7 @@ func (s *Server) runWebhooks(ctx context.Context) {
 }
 
 // deliver posts one webhook and records the outcome.
-func (s *Server) deliver(ctx context.Context, h Webhook) {
+func (s *Server) deliver(ctx context.Context, h khaladb.Webhook) {
 	attempts := h.Attempts + 1
 	reason := s.post(ctx, h)
 	// The outcome is recorded even when shutdown cancelled the post.
@@ -105,7 +107,7 @@ func (s *Server) deliver(ctx context.Context, h Webhook) {
 }
 
 // post sends h once; "" means the receiver answered 2xx.
-func (s *Server) post(ctx context.Context, h Webhook) string {
+func (s *Server) post(ctx context.Context, h khaladb.Webhook) string {
 	body, err := json.Marshal(h.Payload)
 	if err != nil {
 		return err.Error()

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb/khalabolt"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/nerve-agents/nerve/khala"
 	"github.com/nerve-agents/nerve/khala/pgtest"
@@ -27,7 +29,7 @@ import (
 // write transaction (two fsyncs) on the same disk.
 
 func BenchmarkKhalaBoltCommit(b *testing.B) {
-	st, err := khala.OpenBolt(filepath.Join(b.TempDir(), "floor.db"), time.Second)
+	st, err := khalabolt.Open(filepath.Join(b.TempDir(), "floor.db"), time.Second)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
+
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/khala"
 	"github.com/spf13/cobra"
@@ -95,7 +97,7 @@ func khalaEnrollRun(ctx context.Context, opts *khalaEnrollOptions) error {
 	how := "written to " + opts.DB
 	switch {
 	case opts.Postgres != "":
-		how = "written to " + khala.DisplayDSN(opts.Postgres)
+		how = "written to " + khalapg.DisplayDSN(opts.Postgres)
 	case via == khala.ViaServer:
 		how = "issued by the server running on " + opts.DB
 	}

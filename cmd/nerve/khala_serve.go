@@ -12,6 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/khaladb"
+	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
+
 	"github.com/charmbracelet/log"
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/khala"
@@ -80,7 +83,7 @@ finish (at most --grace), the database is closed. A second signal exits at once.
 	cmd.Flags().StringVar(&opts.Addr, "addr", "127.0.0.1:7700", "address to listen on (host:port; port 0 picks one)")
 	cmd.Flags().StringVar(&opts.DB, "db", "", "the bbolt database file (default $NERVE_HOME/khala.db)")
 	cmd.Flags().StringVar(&opts.Postgres, "postgres", "", "serve from this PostgreSQL database (DSN), as one of several replicas (default $"+envKhalaPostgres+")")
-	cmd.Flags().IntVar(&opts.PoolSize, "pool-size", 0, fmt.Sprintf("most PostgreSQL connections for requests (default %d)", khala.DefaultPoolSize))
+	cmd.Flags().IntVar(&opts.PoolSize, "pool-size", 0, fmt.Sprintf("most PostgreSQL connections for requests (default %d)", khalapg.DefaultPoolSize))
 	cmd.Flags().StringVar(&opts.LogLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().DurationVar(&opts.Grace, "grace", 30*time.Second, "how long shutdown waits for requests in flight")
 	cmd.Flags().Int64Var(&opts.MaxBody, "max-body", 4<<20, "largest request body in bytes (larger: 413)")
@@ -107,7 +110,7 @@ func khalaServeRun(ctx context.Context, opts *khalaServeOptions) error {
 	}
 	where := "db " + opts.DB
 	if opts.Postgres != "" {
-		where = "postgres " + khala.DisplayDSN(opts.Postgres)
+		where = "postgres " + khalapg.DisplayDSN(opts.Postgres)
 	}
 	logger := log.NewWithOptions(opts.IO.ErrOut, log.Options{ReportTimestamp: true, TimeFormat: time.RFC3339, Prefix: "khala", Level: lvl})
 	// A second signal, once shutdown has begun, exits at once.
@@ -135,15 +138,15 @@ func khalaServeError(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, khala.ErrLocked):
+	case errors.Is(err, khaladb.ErrLocked):
 		return &khalaHintError{err: err, hint: "stop the other server, or give this one its own file with --db"}
 	case errors.Is(err, syscall.EADDRINUSE):
 		return &khalaHintError{err: err, hint: "another process listens there; choose another --addr"}
-	case errors.Is(err, khala.ErrBadDSN):
+	case errors.Is(err, khalapg.ErrBadDSN):
 		return usageErrorf("give a URL such as postgres://USER@HOST:5432/DB?sslmode=require, or key=value pairs", "%s", err)
-	case errors.Is(err, khala.ErrSchemaTooNew):
+	case errors.Is(err, khalapg.ErrSchemaTooNew):
 		return &khalaHintError{err: err, hint: "upgrade this nerve: every replica must run a version that knows the database's schema"}
-	case errors.Is(err, khala.ErrUnavailable):
+	case errors.Is(err, khaladb.ErrUnavailable):
 		return &khalaHintError{err: err, hint: "check that PostgreSQL runs and that the DSN's host, port, user, password and database are right"}
 	}
 	return err

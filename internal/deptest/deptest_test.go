@@ -130,3 +130,31 @@ func TestLeafTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestKhalaStorageLayers keeps Khala's storage split the way River splits
+// its drivers: the contract (khala/khaladb) and its test suite link no
+// backend, a backend links neither the server nor another backend, and
+// nothing under khaladb links the server (package khala).
+func TestKhalaStorageLayers(t *testing.T) {
+	pkgs := graph(t)
+	backends := []string{"khala/khaladb/khalabolt", "khala/khaladb/khalapg"}
+	for name, p := range pkgs {
+		if !under(name, "khala/khaladb") {
+			continue
+		}
+		for _, dep := range p.Deps {
+			d := own(dep)
+			switch {
+			case d == "khala" || d == "khala/api":
+				t.Errorf("%s links %s: storage does not know the server", name, d)
+			case slices.Contains(backends, d) && !under(name, d):
+				t.Errorf("%s links the backend %s: only the server opens backends", name, d)
+			}
+		}
+	}
+	for _, b := range backends {
+		if _, ok := pkgs[b]; !ok {
+			t.Errorf("backend package %s is gone; update this test", b)
+		}
+	}
+}

@@ -1,0 +1,296 @@
+package khalabolt
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// Claim implements Storage.
+func (b *Store) Claim(ctx context.Context, q khaladb.ClaimQuery) ([]khaladb.Turn, error) {
+	// Look before taking the writer: most claims of a long poll find
+	// nothing, and a read costs no fsync.
+	var found bool
+	if err := b.view(ctx, func(tx *bolt.Tx) error {
+		found = len(matchQueue(tx, q, 1)) > 0
+		return nil
+	}); err != nil || !found {
+		return nil, err
+	}
+	var raws [][]byte // the claimed turns, stored form
+	err := b.update(func(tx *bolt.Tx) error {
+		raws = raws[:0]
+		threads := tx.Bucket(bThreads)
+		for _, k := range matchQueue(tx, q, q.Max) {
+			_, n, step := ixParse(k)
+			raw := threads.Get(turnKey(n, step))
+			var h turnHead
+			var body []byte
+			if raw != nil {
+				var err error
+				if h, body, err = splitTurn(raw); err != nil {
+					return err
+				}
+			}
+			if h.State != khaladb.TurnQueued {
+				// An entry that outlived its turn: never hand it out, and
+				// do not trip over it again.
+				if err := tx.Bucket(bIndex).Delete(k); err != nil {
+					return err
+				}
+				continue
+			}
+			old := h
+			h.State, h.Claim, h.Agent = khaladb.TurnClaimed, khaladb.NewClaimID(), q.Agent
+			h.ClaimedAt, h.LeaseExpires, h.IdleAt = q.Now, q.Now.Add(h.Lease), time.Time{}
+			h.Rev++
+			_, role, _ := bytes.Cut(tx.Bucket(bIndex).Get(k), []byte{0})
+			if err := putTurn(tx, n, step, &old, h, body, "", ""); err != nil {
+				return err
+			}
+			id := khaladb.ThreadID(n)
+			ev := workflow.Event{At: q.Now, Type: workflow.EventTurnStarted, Thread: id, Step: step,
+				Role: string(role), Agent: h.Agent, Turn: khaladb.TurnID(id, step), Claim: h.Claim, Attempt: h.Attempt}
+			data, err := json.Marshal(ev)
+			if err != nil {
+				return err
+			}
+			if err := b.appendEvents(tx, n, []workflow.Event{ev}, [][]byte{data}); err != nil {
+				return err
+			}
+			raws = append(raws, turnValue(h, body))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]khaladb.Turn, 0, len(raws))
+	for _, raw := range raws {
+		t, err := decodeTurn(raw)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+		b.hints.Notify(khaladb.ThreadTopic(t.Thread))
+	}
+	return out, nil
+}
+
+// matchQueue returns the queue keys of up to max turns that q accepts,
+// oldest first.
+func matchQueue(tx *bolt.Tx, q khaladb.ClaimQuery, max int) [][]byte {
+	var keys [][]byte
+	c := tx.Bucket(bIndex).Cursor()
+	for k, v := c.Seek([]byte{ixQueue}); k != nil && k[0] == ixQueue && len(keys) < max; k, v = c.Next() {
+		wf, role, _ := bytes.Cut(v, []byte{0})
+		if len(q.Workflows) > 0 && !slices.Contains(q.Workflows, string(wf)) {
+			continue
+		}
+		if len(q.Roles) > 0 && !slices.Contains(q.Roles, string(role)) {
+			continue
+		}
+		keys = append(keys, slices.Clone(k))
+	}
+	return keys
+}
+
+// Heartbeat implements Storage.
+func (b *Store) Heartbeat(ctx context.Context, turn, claim string, now time.Time) (khaladb.Turn, error) {
+	_, n, step, ok := khaladb.ParseTurnID(turn)
+	if !ok {
+		return khaladb.Turn{}, khaladb.ErrNotFound
+	}
+	var (
+		raw    []byte
+		result error
+	)
+	err := b.update(func(tx *bolt.Tx) error {
+		result, raw = nil, nil
+		v := tx.Bucket(bThreads).Get(turnKey(n, step))
+		if v == nil {
+			result = khaladb.ErrNotFound
+			return nil
+		}
+		h, body, err := splitTurn(v)
+		switch {
+		case err != nil:
+			return err
+		case h.Claim != claim:
+			result = khaladb.ErrClaimLost
+			return nil
+		case h.State == khaladb.TurnCancelled:
+			raw = bytes.Clone(v) // the caller says cancel: true
+			return nil
+		case h.State != khaladb.TurnClaimed || now.After(h.LeaseExpires):
+			result = khaladb.ErrClaimLost
+			return nil
+		}
+		old := h
+		h.LeaseExpires = now.Add(h.Lease)
+		h.Rev++
+		raw = turnValue(h, body)
+		return putTurn(tx, n, step, &old, h, body, "", "")
+	})
+	if err != nil || result != nil {
+		return khaladb.Turn{}, cmp.Or(err, result)
+	}
+	return decodeTurn(raw)
+}
+
+// Due implements Storage.
+func (b *Store) Due(ctx context.Context, now time.Time, limit int) ([]khaladb.DueTurn, time.Time, error) {
+	var (
+		out  []khaladb.DueTurn
+		next time.Time
+	)
+	err := b.view(ctx, func(tx *bolt.Tx) error {
+		for _, idx := range []struct {
+			prefix byte
+			kind   string
+		}{{ixLease, khaladb.DueExpired}, {ixIdle, khaladb.DueIdle}} {
+			c := tx.Bucket(bIndex).Cursor()
+			for k, v := c.Seek([]byte{idx.prefix}); k != nil && k[0] == idx.prefix; k, v = c.Next() {
+				at, n, step := ixParse(k)
+				if at.After(now) {
+					if next.IsZero() || at.Before(next) {
+						next = at
+					}
+					break
+				}
+				if len(out) >= limit {
+					next = now // more is due now
+					break
+				}
+				id := khaladb.ThreadID(n)
+				out = append(out, khaladb.DueTurn{Kind: idx.kind, Turn: khaladb.TurnID(id, step), Thread: id, Claim: string(v)})
+			}
+		}
+		return nil
+	})
+	return out, next, err
+}
+
+// Stats implements Storage.
+func (b *Store) Stats(ctx context.Context) (khaladb.Stats, error) {
+	var s khaladb.Stats
+	err := b.view(ctx, func(tx *bolt.Tx) error {
+		c := tx.Bucket(bIndex).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			switch k[0] {
+			case ixQueue:
+				s.Queued++
+			case ixLease:
+				s.Claimed++
+			case ixRunning:
+				s.Running++
+			}
+		}
+		return nil
+	})
+	return s, err
+}
+
+// addWebhook numbers w and puts it in the outbox, due at w.NextAt.
+func addWebhook(tx *bolt.Tx, w *khaladb.Webhook) error {
+	id, err := nextCounter(tx, kNextHook)
+	if err != nil {
+		return err
+	}
+	w.ID = id
+	if err := putJSON(tx.Bucket(bHooks), k8(id), w); err != nil {
+		return err
+	}
+	return tx.Bucket(bHookDue).Put(timeKey(w.NextAt, k8(id)), nil)
+}
+
+// ClaimWebhooks implements Storage.
+func (b *Store) ClaimWebhooks(ctx context.Context, now time.Time, lease time.Duration, max int) ([]khaladb.Webhook, time.Time, error) {
+	var (
+		out  []khaladb.Webhook
+		next time.Time
+	)
+	due := func(tx *bolt.Tx) [][]byte {
+		var keys [][]byte
+		next = time.Time{}
+		c := tx.Bucket(bHookDue).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if keyTime(k).After(now) || len(keys) >= max {
+				next = keyTime(k)
+				break
+			}
+			keys = append(keys, append([]byte(nil), k...))
+		}
+		return keys
+	}
+	var n int
+	if err := b.view(ctx, func(tx *bolt.Tx) error { n = len(due(tx)); return nil }); err != nil || n == 0 {
+		return nil, next, err
+	}
+	err := b.update(func(tx *bolt.Tx) error {
+		out = out[:0]
+		hooks, idx := tx.Bucket(bHooks), tx.Bucket(bHookDue)
+		for _, k := range due(tx) {
+			var w khaladb.Webhook
+			ok, err := getJSON(hooks, k[8:], &w)
+			if err != nil {
+				return err
+			}
+			if err := idx.Delete(k); err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			w.NextAt = now.Add(lease)
+			if err := putJSON(hooks, k[8:], w); err != nil {
+				return err
+			}
+			if err := idx.Put(timeKey(w.NextAt, k[8:]), nil); err != nil {
+				return err
+			}
+			out = append(out, w)
+		}
+		return nil
+	})
+	if next.IsZero() && len(out) > 0 {
+		next = now.Add(lease)
+	}
+	return out, next, err
+}
+
+// FinishWebhook implements Storage.
+func (b *Store) FinishWebhook(ctx context.Context, id uint64, attempts int, retryAt time.Time, lastErr string) error {
+	if !retryAt.IsZero() {
+		// The deliverer sleeps until the next due time it knows: wake it.
+		defer b.hints.Notify(khaladb.TopicWebhooks)
+	}
+	return b.update(func(tx *bolt.Tx) error {
+		hooks, idx := tx.Bucket(bHooks), tx.Bucket(bHookDue)
+		var w khaladb.Webhook
+		ok, err := getJSON(hooks, k8(id), &w)
+		if err != nil || !ok {
+			return err
+		}
+		if err := idx.Delete(timeKey(w.NextAt, k8(id))); err != nil {
+			return err
+		}
+		if retryAt.IsZero() {
+			return hooks.Delete(k8(id))
+		}
+		w.Attempts, w.NextAt, w.LastErr = attempts, retryAt, lastErr
+		if err := putJSON(hooks, k8(id), w); err != nil {
+			return err
+		}
+		return idx.Put(timeKey(w.NextAt, k8(id)), nil)
+	})
+}

@@ -1,0 +1,188 @@
+package khaladb
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// Hash is the SHA-256 of a token: all a backend ever stores of one.
+type Hash [32]byte
+
+// Agent is an enrolled agent.
+type Agent struct {
+	Name       string    `json:"name"`
+	Token      Hash      `json:"token"`
+	EnrolledAt time.Time `json:"enrolled_at"`
+}
+
+// EnrollToken lets its holder enroll up to Uses agents until ExpiresAt
+// (zero: never).
+type EnrollToken struct {
+	Hash      Hash      `json:"hash"`
+	Uses      int       `json:"uses"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// WorkflowRecord is a published definition. Everything else about it is
+// read from its source, parsed once per hash.
+type WorkflowRecord struct {
+	Name       string    `json:"name"`
+	SourceHash string    `json:"source_hash"`
+	UpdatedAt  time.Time `json:"updated_at"`
+	UpdatedBy  string    `json:"updated_by"`
+}
+
+// Thread is a thread as Khala keeps it. Pending holds the turns assigned
+// and not yet answered; the queue state of each is in its Turn.
+type Thread struct {
+	workflow.Thread
+	SourceHash string `json:"source_hash"`
+	Webhook    string `json:"webhook,omitempty"`
+	Initiator  string `json:"initiator,omitempty"`
+	// Version grows with every UpdateThread commit: the optimistic check
+	// that keeps a stale view from overwriting a newer state.
+	Version uint64 `json:"version"`
+}
+
+// Turn states.
+const (
+	TurnQueued    = "queued"
+	TurnClaimed   = "claimed"
+	TurnAnswered  = "answered"
+	TurnCancelled = "cancelled" // its thread ended first
+)
+
+// Turn is one queued step: what an agent claims. Its limits are copied
+// from the definition when it is queued, so the queue needs no parsing.
+type Turn struct {
+	ID          string        `json:"turn"`
+	Thread      string        `json:"thread"`
+	Workflow    string        `json:"workflow"`
+	Step        int           `json:"step"`
+	Role        string        `json:"role"`
+	Instruction string        `json:"instruction"`
+	Prompt      string        `json:"prompt"`
+	State       string        `json:"state"`
+	Attempt     int           `json:"attempt"`
+	MaxAttempts int           `json:"max_attempts"`
+	Lease       time.Duration `json:"lease"`
+	Idle        time.Duration `json:"idle,omitempty"`
+	Claim       string        `json:"claim,omitempty"`
+	Agent       string        `json:"agent,omitempty"`
+	// FirstQueued orders the queue: a re-queued turn keeps its place.
+	FirstQueued  time.Time `json:"first_queued"`
+	QueuedAt     time.Time `json:"queued_at"`
+	ClaimedAt    time.Time `json:"claimed_at,omitzero"`
+	LeaseExpires time.Time `json:"lease_expires,omitzero"`
+	// IdleAt is when an unclaimed turn raises idle; zero once raised.
+	IdleAt time.Time `json:"idle_at,omitzero"`
+	// Rev grows with every write of the turn (claims and heartbeats
+	// included), so UpdateThread can tell a turn moved under it.
+	Rev uint64 `json:"rev"`
+}
+
+// Open reports whether the turn still waits for an answer.
+func (t *Turn) Open() bool { return t.State == TurnQueued || t.State == TurnClaimed }
+
+// ThreadView is a thread with everything needed to change it.
+type ThreadView struct {
+	Thread   Thread
+	Messages []workflow.Message // in step order
+	// Turns are the open ones (queued or claimed), in step order: a
+	// closed turn never changes again, so no change needs it.
+	Turns []Turn
+}
+
+// Turn returns the thread's open turn with id, or nil.
+func (v *ThreadView) Turn(id string) *Turn {
+	for i := range v.Turns {
+		if v.Turns[i].ID == id {
+			return &v.Turns[i]
+		}
+	}
+	return nil
+}
+
+// ThreadChange is one atomic change of a thread. Thread is the new record
+// (the backend sets Version); Turns are upserted, each checked against the
+// Rev it was read with; Messages, Events and Webhooks are appended.
+type ThreadChange struct {
+	Thread   Thread
+	Turns    []Turn
+	Messages []workflow.Message
+	Events   []workflow.Event
+	Webhooks []Webhook
+}
+
+// Webhook is one delivery of the outbox.
+type Webhook struct {
+	ID       uint64         `json:"id"`
+	URL      string         `json:"url"`
+	Payload  WebhookPayload `json:"payload"`
+	Attempts int            `json:"attempts"`
+	NextAt   time.Time      `json:"next_at"`
+	LastErr  string         `json:"last_error,omitempty"`
+	Created  time.Time      `json:"created"`
+}
+
+// WebhookPayload is what the initiator's URL receives.
+type WebhookPayload struct {
+	Event    string `json:"event"`
+	Thread   string `json:"thread"`
+	Workflow string `json:"workflow"`
+	Status   string `json:"status"`
+	Result   any    `json:"result,omitempty"`
+	Error    string `json:"error,omitempty"`
+	Step     int    `json:"step,omitempty"`
+	Role     string `json:"role,omitempty"`
+	Turn     string `json:"turn,omitempty"`
+}
+
+// TurnID names step of thread: thread-7.3.
+func TurnID(thread string, step int) string { return thread + "." + strconv.Itoa(step) }
+
+// ParseThreadID returns N of thread-N.
+func ParseThreadID(id string) (uint64, bool) {
+	if !workflow.IsThreadID(id) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(strings.TrimPrefix(id, "thread-"), 10, 64)
+	return n, err == nil
+}
+
+// ParseTurnID splits thread-N.S.
+func ParseTurnID(id string) (thread string, n uint64, step int, ok bool) {
+	i := strings.LastIndexByte(id, '.')
+	if i < 0 {
+		return "", 0, 0, false
+	}
+	thread = id[:i]
+	n, ok = ParseThreadID(thread)
+	s, err := strconv.Atoi(id[i+1:])
+	if !ok || err != nil || s < 1 || strconv.Itoa(s) != id[i+1:] {
+		return "", 0, 0, false
+	}
+	return thread, n, s, true
+}
+
+// ThreadID formats thread-N.
+func ThreadID(n uint64) string { return fmt.Sprintf("thread-%d", n) }
+
+// SameHash compares two token hashes in constant time.
+func SameHash(a, b Hash) bool { return subtle.ConstantTimeCompare(a[:], b[:]) == 1 }
+
+// NewClaimID returns a lease id: 128 random bits, the capability to answer
+// the turn.
+func NewClaimID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
