@@ -7,14 +7,15 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nerve-agents/nerve/internal/atomicfile"
 	"github.com/nerve-agents/nerve/khala/api"
 )
 
 // claimRecord is a remote turn this daemon holds, kept in
 // $NERVE_HOME/claims while its adapter runs: what a restart after a crash
-// gives back. Like the process records it is not fsynced: it must survive
-// the daemon's death, not the machine's, and if it is lost the lease runs
-// out and the turn is re-queued anyway, only later.
+// gives back. It is written atomically, so a crash mid-write never
+// leaves half a record (which would be dropped, and its adapter's lease
+// with it, until the lease runs out).
 type claimRecord struct {
 	Remote    string    `json:"remote"`
 	Turn      api.Turn  `json:"turn"`
@@ -36,7 +37,7 @@ func (r *runner) putClaim(c claimRecord) error {
 	if err := os.MkdirAll(r.claimsDir(), 0o700); err != nil {
 		return err
 	}
-	return os.WriteFile(r.claimFile(c.Remote, c.Turn.Turn), raw, 0o600)
+	return atomicfile.WriteFile(r.claimFile(c.Remote, c.Turn.Turn), raw, 0o600)
 }
 
 func (r *runner) deleteClaim(remoteName, turn string) { _ = os.Remove(r.claimFile(remoteName, turn)) }
