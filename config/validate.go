@@ -2,10 +2,10 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/nerve-agents/nerve/internal/yamlfile"
@@ -39,7 +39,7 @@ func Validate(cfg *Config, lines yamlfile.Lines) yamlfile.Errors {
 	if cfg.Agent.MaxConcurrentTurns < 1 {
 		v.add("agent.max_concurrent_turns", "must be at least 1, got %d", cfg.Agent.MaxConcurrentTurns)
 	}
-	for _, name := range sortedKeys(cfg.Remotes) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Remotes)) {
 		p := "remotes." + name
 		if !nameRE.MatchString(name) {
 			v.add(p, "remote name %q: use letters, digits, '-', '_' and '.'", name)
@@ -51,7 +51,7 @@ func Validate(cfg *Config, lines yamlfile.Lines) yamlfile.Errors {
 			v.add(p+".url", "%q is not an http(s) URL", cfg.Remotes[name].URL)
 		}
 	}
-	for _, name := range sortedKeys(cfg.Adapters) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Adapters)) {
 		v.adapter(name, cfg.Adapters[name])
 	}
 	senses := map[string]Sense{}
@@ -66,7 +66,7 @@ func Validate(cfg *Config, lines yamlfile.Lines) yamlfile.Errors {
 		switch s.Kind {
 		case "khala":
 			if _, ok := cfg.Remotes[s.Remote]; !ok {
-				v.add(p+".remote", "unknown remote %q (remotes: %v)", s.Remote, sortedKeys(cfg.Remotes))
+				v.add(p+".remote", "unknown remote %q (remotes: %v)", s.Remote, slices.Sorted(maps.Keys(cfg.Remotes)))
 			}
 		case "interval":
 			if s.Every <= 0 {
@@ -182,15 +182,6 @@ func (v *validator) endpoint(section string, e *Endpoint) {
 	if e.Model == "" {
 		v.add(section+".model", "is required")
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func article(word string) string {

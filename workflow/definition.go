@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -145,7 +146,7 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 	if len(d.Roles) == 0 {
 		bad("roles", "a workflow needs at least one role")
 	}
-	for _, name := range sortedKeys(d.Roles) {
+	for _, name := range slices.Sorted(maps.Keys(d.Roles)) {
 		r := d.Roles[name]
 		p := "roles." + name
 		if r == nil {
@@ -170,13 +171,13 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 			r.schema = s
 		}
 	}
-	for _, name := range sortedKeys(d.Inputs) {
+	for _, name := range slices.Sorted(maps.Keys(d.Inputs)) {
 		in := d.Inputs[name]
 		if in.Type == "" {
 			in.Type = "any"
 			d.Inputs[name] = in
 		}
-		if !contains(inputTypes, in.Type) {
+		if !slices.Contains(inputTypes, in.Type) {
 			bad("inputs."+name+".type", "unknown type %q (want one of %v)", in.Type, inputTypes)
 		}
 	}
@@ -237,7 +238,7 @@ func (d *Definition) CheckAdapters(known func(string) bool) error {
 		return nil
 	}
 	var errs yamlfile.Errors
-	for _, name := range sortedKeys(d.Roles) {
+	for _, name := range slices.Sorted(maps.Keys(d.Roles)) {
 		if a := d.Roles[name].Adapter; !known(a) {
 			errs = append(errs, &yamlfile.Error{File: d.File, Field: "roles." + name + ".adapter",
 				Msg: fmt.Sprintf("unknown adapter %q (built in: claude, codex, gemini, cursor, hermes; others are defined under adapters: in nerve.yaml)", a)})
@@ -265,24 +266,6 @@ func compileSchema(id string, meta map[string]any) (*jsonschema.Schema, error) {
 		return nil, err
 	}
 	return c.Compile(url)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func oneLine(s string) string {
