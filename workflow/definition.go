@@ -110,7 +110,8 @@ func loadFile(path string, light bool) (*Definition, error) {
 
 // Parse checks a definition. readFile resolves a moderator that names a
 // file beside the definition; nil means the moderator must be inline.
-// Adapters are checked separately (CheckAdapters): they depend on nerve.yaml.
+// Adapters are checked separately (config/validation): they depend on
+// nerve.yaml.
 func Parse(path string, data []byte, readFile func(string) ([]byte, error)) (*Definition, error) {
 	return parse(path, data, readFile, false)
 }
@@ -229,25 +230,6 @@ func moderatorSource(field string, readFile func(string) ([]byte, error)) (strin
 		return string(b), nil
 	}
 	return field, nil
-}
-
-// CheckAdapters reports roles of a local workflow whose adapter does not
-// exist according to known.
-func (d *Definition) CheckAdapters(known func(string) bool) error {
-	if d.Binding != BindingLocal {
-		return nil
-	}
-	var errs yamlfile.Errors
-	for _, name := range slices.Sorted(maps.Keys(d.Roles)) {
-		if a := d.Roles[name].Adapter; !known(a) {
-			errs = append(errs, &yamlfile.Error{File: d.File, Field: "roles." + name + ".adapter",
-				Msg: fmt.Sprintf("unknown adapter %q (built in: claude, codex, gemini, cursor, hermes; others are defined under adapters: in nerve.yaml)", a)})
-		}
-	}
-	if len(errs) > 0 {
-		return errs
-	}
-	return nil
 }
 
 func compileSchema(id string, meta map[string]any) (*jsonschema.Schema, error) {
