@@ -21,17 +21,30 @@ func TestIdleOnTimeAfterSweeperSlept(t *testing.T) {
 	eachBackend(t, testIdleOnTimeAfterSweeperSlept)
 }
 
-func testIdleOnTimeAfterSweeperSlept(t *testing.T, bk backend) {
-	const idle = 300 * time.Millisecond
+// idleLimit is the idle limit of the workflow "lease" that sleepingSweeper
+// publishes.
+const idleLimit = 300 * time.Millisecond
+
+// sleepingSweeper serves the workflow "lease" with a short idle limit and
+// returns once the sweeper sleeps out a recheck of a minute, with nothing
+// due: what comes next was not there when it went to sleep.
+func sleepingSweeper(t *testing.T, bk backend) (*testServer, *client, *hookReceiver, string) {
+	t.Helper()
 	ts := bk.server(t, func(o *Options) { o.Recheck = time.Minute })
 	a := ts.agent("a")
-	a.putWorkflow(leaseWF("1m", 3, idle.String()))
+	src := leaseWF("1m", 3, idleLimit.String())
+	a.putWorkflow(src)
 	hook := newHookReceiver(t, 0)
 	waitFor(t, "the sweeper to sleep", ts.srv.sweep.asleep)
+	return ts, a, hook, src
+}
+
+func testIdleOnTimeAfterSweeperSlept(t *testing.T, bk backend) {
+	_, a, hook, _ := sleepingSweeper(t, bk)
 
 	started := time.Now()
 	id := a.start("lease", nil, hook.URL)
-	idleHookOnTime(t, hook, id, started.Add(idle))
+	idleHookOnTime(t, hook, id, started.Add(idleLimit))
 	if got := eventTypes(a.trace(id)); got != "thread.started turn.queued turn.idle" {
 		t.Fatalf("trace: %s", got)
 	}
@@ -45,13 +58,7 @@ func TestIdleOnTimeForATurnQueuedElsewhere(t *testing.T) {
 }
 
 func testIdleOnTimeForATurnQueuedElsewhere(t *testing.T, bk backend) {
-	const idle = 300 * time.Millisecond
-	ts := bk.server(t, func(o *Options) { o.Recheck = time.Minute })
-	a := ts.agent("a")
-	src := leaseWF("1m", 3, idle.String())
-	a.putWorkflow(src)
-	hook := newHookReceiver(t, 0)
-	waitFor(t, "the sweeper to sleep", ts.srv.sweep.asleep)
+	ts, _, hook, src := sleepingSweeper(t, bk)
 
 	// What another replica's POST /v1/workflows/lease/threads commits.
 	ctx := t.Context()
@@ -75,7 +82,7 @@ func testIdleOnTimeForATurnQueuedElsewhere(t *testing.T, bk backend) {
 	if err := ts.store.CreateThread(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	idleHookOnTime(t, hook, id, started.Add(idle))
+	idleHookOnTime(t, hook, id, started.Add(idleLimit))
 }
 
 // idleHookOnTime waits, at most 5s past deadline, for thread id's idle
