@@ -13,9 +13,11 @@ import (
 
 // claimRecord is a remote turn this daemon holds, kept in
 // $NERVE_HOME/claims while its adapter runs: what a restart after a crash
-// gives back. It is written atomically, so a crash mid-write never
-// leaves half a record (which would be dropped, and its adapter's lease
-// with it, until the lease runs out).
+// gives back. It is replaced atomically, so the daemon dying mid-write
+// never leaves half a record (which would be dropped, its turn forgotten
+// until the lease runs out). It is not fsynced: it must survive the
+// daemon's death, not the machine's (a reboot ends the adapter anyway),
+// and two fsyncs would add milliseconds to every remote turn.
 type claimRecord struct {
 	Remote    string    `json:"remote"`
 	Turn      api.Turn  `json:"turn"`
@@ -37,7 +39,7 @@ func (r *runner) putClaim(c claimRecord) error {
 	if err := os.MkdirAll(r.claimsDir(), 0o700); err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(r.claimFile(c.Remote, c.Turn.Turn), raw, 0o600)
+	return atomicfile.WriteFileNoSync(r.claimFile(c.Remote, c.Turn.Turn), raw, 0o600)
 }
 
 func (r *runner) deleteClaim(remoteName, turn string) { _ = os.Remove(r.claimFile(remoteName, turn)) }
