@@ -2,15 +2,13 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
-	"github.com/nerve-agents/nerve/adapter"
 	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/config/validation"
 	"github.com/nerve-agents/nerve/internal/yamlfile"
-	"github.com/nerve-agents/nerve/workflow"
 )
 
 // problem is one thing `nerve validate` found wrong.
@@ -59,53 +57,19 @@ func newCmdValidate(f *Factory) *cobra.Command {
 }
 
 func validateAll(f *Factory) validateReport {
-	rep := validateReport{Workflows: []string{}, Problems: []problem{}}
-	add := func(err error) {
-		var fes yamlfile.Errors
-		var fe *yamlfile.Error
-		switch {
-		case errors.As(err, &fes):
-			for _, e := range fes {
-				rep.Problems = append(rep.Problems, problem{e.File, e.Line, e.Field, e.Msg})
-			}
-		case errors.As(err, &fe):
-			rep.Problems = append(rep.Problems, problem{fe.File, fe.Line, fe.Field, fe.Msg})
-		default:
-			rep.Problems = append(rep.Problems, problem{Message: err.Error()})
-		}
-	}
 	cfg, err := f.Config()
-	rep.Config = config.Paths{Home: config.Home(f.Getenv)}.Config()
+	v := validation.CheckLoaded(cfg, err, config.Home(f.Getenv))
+	rep := validateReport{Config: v.File, Workflows: []string{}, Problems: []problem{}}
 	if f.configFile != "" {
 		rep.Config = f.configFile
 	}
-	if err != nil {
-		add(err)
-		// Go on with defaults so workflow problems are reported too.
-		cfg = config.Defaults(config.Home(f.Getenv))
-		cfg.Workflows = []string{config.Paths{Home: cfg.Home}.Workflows()}
-	}
-	for name, ac := range cfg.Adapters {
-		if err := adapter.Validate(name, ac); err != nil {
-			add(&yamlfile.Error{File: rep.Config, Field: "adapters." + name, Msg: err.Error()})
+	for _, w := range v.Workflows {
+		if w.Def != nil {
+			rep.Workflows = append(rep.Workflows, w.Name)
 		}
 	}
-	names := map[string]bool{}
-	for _, e := range workflow.Discover(cfg.Workflows) {
-		if e.Err != nil {
-			add(e.Err)
-			continue
-		}
-		names[e.Name] = true
-		rep.Workflows = append(rep.Workflows, e.Name)
-		if err := e.Def.CheckAdapters(cfg.HasAdapter); err != nil {
-			add(err)
-		}
-	}
-	for i, r := range cfg.Reflexes {
-		if r.Do == "workflow" && r.Workflow != "" && !names[r.Workflow] {
-			add(&yamlfile.Error{File: rep.Config, Field: fmt.Sprintf("reflexes[%d].workflow", i), Msg: fmt.Sprintf("unknown workflow %q", r.Workflow)})
-		}
+	for _, e := range v.Problems() {
+		rep.Problems = append(rep.Problems, problem{e.File, e.Line, e.Field, e.Msg})
 	}
 	rep.OK = len(rep.Problems) == 0
 	return rep
