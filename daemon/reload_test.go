@@ -2,14 +2,12 @@ package daemon
 
 import (
 	"context"
-	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/charmbracelet/log"
 
 	"github.com/nerve-agents/nerve/config"
 )
@@ -48,7 +46,7 @@ func TestReloadValidatesLikeNerveValidate(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{Config: cfg, Load: load, Version: "test", Logger: log.New(io.Discard)})
+		done <- Run(ctx, Options{Config: cfg, Load: load, Version: "test", Logger: slog.New(slog.DiscardHandler)})
 	}()
 	t.Cleanup(func() {
 		cancel()
