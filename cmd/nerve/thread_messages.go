@@ -87,24 +87,14 @@ func threadMessagesRun(ctx context.Context, f *Factory, opts *threadMessagesOpti
 		if err != nil {
 			return err
 		}
-		if ref.Remote != "" {
-			c, err := remoteClient(f, ref.Remote)
-			if err != nil {
-				return err
-			}
-			if msgs, err = c.Messages(ctx, ref.Thread, filter); err != nil {
-				return remoteUsage(err)
-			}
-			return printMessages(f, msgs, opts.JSON)
-		}
-		c, err := f.daemonClient(ctx)
+		src, err := f.threadSource(ctx, ref)
 		if err != nil {
 			return err
 		}
-		if _, err := threadOf(ctx, c, ref); err != nil {
+		if _, err := threadOf(ctx, src, ref); err != nil {
 			return err
 		}
-		if msgs, err = c.Messages(ctx, ref.Thread, filter); err != nil {
+		if msgs, err = src.Messages(ctx, ref.Thread, filter); err != nil {
 			return err
 		}
 	}
