@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,7 +18,15 @@ import (
 	"github.com/spf13/pflag"
 )
 
-func newCmdDaemon(f *Factory) *cobra.Command {
+type daemonOptions struct {
+	LogLevel string
+	Name     string
+	// Flags are the command's flags, which override nerve.yaml's keys.
+	Flags *pflag.FlagSet
+}
+
+func newCmdDaemon(f *Factory, runF func(*daemonOptions) error) *cobra.Command {
+	opts := &daemonOptions{}
 	cmd := &cobra.Command{
 		Use:   "daemon",
 		Short: "Run the nerve daemon in the foreground, or manage the background one",
@@ -26,12 +35,16 @@ It owns nerve.db, runs local threads and serves the CLI on nerve.sock.
 SIGTERM stops it gracefully: no new turns, running ones get a grace period.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runDaemon(f, cmd.Flags(), cmd)
+			opts.Flags = cmd.Flags()
+			if runF != nil {
+				return runF(opts)
+			}
+			return runDaemon(f, opts.Flags, cmd)
 		},
 	}
-	cmd.Flags().String("log-level", "", "debug, info, warn or error (overrides log.level)")
-	cmd.Flags().String("name", "", "this agent's name (overrides agent.name)")
-	cmd.AddCommand(newCmdDaemonStart(f), newCmdDaemonStop(f), newCmdDaemonStatus(f))
+	cmd.Flags().StringVar(&opts.LogLevel, "log-level", "", "debug, info, warn or error (overrides log.level)")
+	cmd.Flags().StringVar(&opts.Name, "name", "", "this agent's name (overrides agent.name)")
+	cmd.AddCommand(newCmdDaemonStart(f, nil), newCmdDaemonStop(f, nil), newCmdDaemonStatus(f, nil))
 	return cmd
 }
 
@@ -84,121 +97,172 @@ type daemonState struct {
 	Already bool   `json:"already,omitempty"` // it was already so
 }
 
-func newCmdDaemonStart(f *Factory) *cobra.Command {
-	var asJSON bool
+type daemonStartOptions struct {
+	JSON bool
+}
+
+func newCmdDaemonStart(f *Factory, runF func(*daemonStartOptions) error) *cobra.Command {
+	opts := &daemonStartOptions{}
 	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Start the daemon in the background",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			home := config.Home(f.Getenv)
-			logPath := config.Paths{Home: home}.Log()
-			c := daemon.NewClient(config.Paths{Home: home}.Socket())
-			if st, serr := c.Status(cmd.Context()); serr == nil {
-				if asJSON {
-					return json.NewEncoder(f.IO.Out).Encode(daemonState{Running: true, PID: st.PID, Home: home, Log: logPath, Already: true})
-				}
-				fmt.Fprintf(f.IO.Out, "nerve daemon already running (pid %d, NERVE_HOME=%s)\n", st.PID, home)
-				return nil
+			if runF != nil {
+				return runF(opts)
 			}
-			if _, err := f.Config(); err != nil {
-				return err // a bad nerve.yaml is reported here, not in nerve.log
-			}
-			var extra []string
-			if f.configFile != "" {
-				extra = append(extra, "--config", f.configFile)
-			}
-			pid, err := daemon.Spawn(cmd.Context(), f.Executable, home, extra...)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return json.NewEncoder(f.IO.Out).Encode(daemonState{Running: true, PID: pid, Home: home, Log: logPath})
-			}
-			fmt.Fprintf(f.IO.Out, "nerve daemon started (pid %d, NERVE_HOME=%s, log %s)\n", pid, home, logPath)
-			return nil
+			return daemonStartRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcome as JSON")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the outcome as JSON")
 	return cmd
 }
 
-func newCmdDaemonStop(f *Factory) *cobra.Command {
-	var (
-		timeout time.Duration
-		asJSON  bool
-	)
+func daemonStartRun(ctx context.Context, f *Factory, opts *daemonStartOptions) error {
+	home := config.Home(f.Getenv)
+	logPath := config.Paths{Home: home}.Log()
+	c := daemon.NewClient(config.Paths{Home: home}.Socket())
+	if st, serr := c.Status(ctx); serr == nil {
+		if opts.JSON {
+			return json.NewEncoder(f.IO.Out).Encode(daemonState{Running: true, PID: st.PID, Home: home, Log: logPath, Already: true})
+		}
+		fmt.Fprintf(f.IO.Out, "nerve daemon already running (pid %d, NERVE_HOME=%s)\n", st.PID, home)
+		return nil
+	}
+	if _, err := f.Config(); err != nil {
+		return err // a bad nerve.yaml is reported here, not in nerve.log
+	}
+	var extra []string
+	if f.configFile != "" {
+		extra = append(extra, "--config", f.configFile)
+	}
+	pid, err := daemon.Spawn(ctx, f.Executable, home, extra...)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return json.NewEncoder(f.IO.Out).Encode(daemonState{Running: true, PID: pid, Home: home, Log: logPath})
+	}
+	fmt.Fprintf(f.IO.Out, "nerve daemon started (pid %d, NERVE_HOME=%s, log %s)\n", pid, home, logPath)
+	return nil
+}
+
+type daemonStopOptions struct {
+	Timeout time.Duration
+	JSON    bool
+}
+
+func newCmdDaemonStop(f *Factory, runF func(*daemonStopOptions) error) *cobra.Command {
+	opts := &daemonStopOptions{}
 	cmd := &cobra.Command{
 		Use:   "stop",
 		Short: "Stop the background daemon gracefully",
-		Args:  cobra.NoArgs,
+		Long: `Ask the daemon to stop gracefully and wait until it has exited. Ctrl-C
+ends the wait, not the shutdown: the daemon goes on stopping.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			paths := config.Paths{Home: config.Home(f.Getenv)}
-			c := daemon.NewClient(paths.Socket())
-			pid, err := c.Shutdown(cmd.Context())
-			var nr *daemon.NotRunningError
-			if errors.As(err, &nr) {
-				if asJSON {
-					return json.NewEncoder(f.IO.Out).Encode(daemonState{Home: paths.Home, Already: true})
-				}
-				fmt.Fprintln(f.IO.Out, "nerve daemon is not running")
-				return nil
+			if runF != nil {
+				return runF(opts)
 			}
-			if err != nil {
-				return err
-			}
-			deadline := time.Now().Add(timeout)
-			for time.Now().Before(deadline) {
-				if syscall.Kill(pid, 0) != nil {
-					if asJSON {
-						return json.NewEncoder(f.IO.Out).Encode(daemonState{PID: pid, Home: paths.Home})
-					}
-					fmt.Fprintf(f.IO.Out, "nerve daemon stopped (pid %d)\n", pid)
-					return nil
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			return fmt.Errorf("daemon (pid %d) still running after %s; see %s", pid, timeout, paths.Log())
+			return daemonStopRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().DurationVar(&timeout, "timeout", 60*time.Second, "how long to wait for the daemon to exit")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcome as JSON")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 60*time.Second, "how long to wait for the daemon to exit")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the outcome as JSON")
 	return cmd
 }
 
-func newCmdDaemonStatus(f *Factory) *cobra.Command {
-	var asJSON bool
+func daemonStopRun(ctx context.Context, f *Factory, opts *daemonStopOptions) error {
+	paths := config.Paths{Home: config.Home(f.Getenv)}
+	c := daemon.NewClient(paths.Socket())
+	pid, err := c.Shutdown(ctx)
+	var nr *daemon.NotRunningError
+	if errors.As(err, &nr) {
+		if opts.JSON {
+			return json.NewEncoder(f.IO.Out).Encode(daemonState{Home: paths.Home, Already: true})
+		}
+		fmt.Fprintln(f.IO.Out, "nerve daemon is not running")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := waitExit(ctx, pid, opts.Timeout); err != nil {
+		if errors.Is(err, context.Canceled) {
+			// The shutdown was asked for and goes on; only the wait ends.
+			fmt.Fprintf(f.IO.ErrOut, "stopped waiting; the daemon (pid %d) goes on shutting down ('nerve daemon status' shows when it is gone)\n", pid)
+			return err
+		}
+		return fmt.Errorf("daemon (pid %d) still running after %s; see %s", pid, opts.Timeout, paths.Log())
+	}
+	if opts.JSON {
+		return json.NewEncoder(f.IO.Out).Encode(daemonState{PID: pid, Home: paths.Home})
+	}
+	fmt.Fprintf(f.IO.Out, "nerve daemon stopped (pid %d)\n", pid)
+	return nil
+}
+
+// waitExit waits until process pid has exited, for at most timeout or
+// until ctx is done (Ctrl-C).
+func waitExit(ctx context.Context, pid int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for syscall.Kill(pid, 0) == nil {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+type daemonStatusOptions struct {
+	JSON bool
+}
+
+func newCmdDaemonStatus(f *Factory, runF func(*daemonStatusOptions) error) *cobra.Command {
+	opts := &daemonStatusOptions{}
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the daemon's state: pid, config, active turns, capacity",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			paths := config.Paths{Home: config.Home(f.Getenv)}
-			st, err := daemon.NewClient(paths.Socket()).Status(cmd.Context())
-			var nr *daemon.NotRunningError
-			if errors.As(err, &nr) {
-				if asJSON {
-					_ = json.NewEncoder(f.IO.Out).Encode(map[string]any{"running": false, "home": paths.Home})
-				} else {
-					fmt.Fprintf(f.IO.Out, "nerve daemon: not running (NERVE_HOME=%s)\n", paths.Home)
-				}
-				return errSilentFail
+			if runF != nil {
+				return runF(opts)
 			}
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return json.NewEncoder(f.IO.Out).Encode(struct {
-					Running bool `json:"running"`
-					*daemon.Status
-				}{true, st})
-			}
-			printStatus(f.IO, st)
-			return nil
+			return daemonStatusRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as JSON")
 	return cmd
+}
+
+func daemonStatusRun(ctx context.Context, f *Factory, opts *daemonStatusOptions) error {
+	paths := config.Paths{Home: config.Home(f.Getenv)}
+	st, err := daemon.NewClient(paths.Socket()).Status(ctx)
+	var nr *daemon.NotRunningError
+	if errors.As(err, &nr) {
+		if opts.JSON {
+			_ = json.NewEncoder(f.IO.Out).Encode(map[string]any{"running": false, "home": paths.Home})
+		} else {
+			fmt.Fprintf(f.IO.Out, "nerve daemon: not running (NERVE_HOME=%s)\n", paths.Home)
+		}
+		return errSilentFail
+	}
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return json.NewEncoder(f.IO.Out).Encode(struct {
+			Running bool `json:"running"`
+			*daemon.Status
+		}{true, st})
+	}
+	printStatus(f.IO, st)
+	return nil
 }
 
 func printStatus(io *IOStreams, st *daemon.Status) {

@@ -21,7 +21,7 @@ func newCmdRoot(f *Factory) *cobra.Command {
 		newCmdValidate(f),
 		newCmdWorkflow(f),
 		newCmdThread(f),
-		newCmdDaemon(f),
+		newCmdDaemon(f, nil),
 		newCmdExampleAgent(f),
 		newCmdInit(f, nil),
 		newCmdRemote(f),
