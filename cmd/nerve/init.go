@@ -56,10 +56,6 @@ something a workflow or reflex needs is missing; other problems are warnings.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			if opts.Example {
-				_, err := f.IO.Out.Write(nerve.ExampleConfig)
-				return err
-			}
 			return initRun(cmd.Context(), f, opts)
 		},
 	}
@@ -72,6 +68,10 @@ something a workflow or reflex needs is missing; other problems are warnings.`,
 }
 
 func initRun(ctx context.Context, f *Factory, opts *initOptions) error {
+	if opts.Example {
+		_, err := f.IO.Out.Write(nerve.ExampleConfig)
+		return err
+	}
 	var remoteName, remoteURL string
 	if opts.Remote != "" {
 		var ok bool
