@@ -88,13 +88,14 @@ func runDaemon(f *Factory, flags *pflag.FlagSet, cmd *cobra.Command) error {
 	})
 }
 
-// daemonState is the --json answer of daemon start and stop.
+// daemonState is the --json answer of daemon start and stop: every key,
+// null when empty.
 type daemonState struct {
-	Running bool   `json:"running"`
-	PID     int    `json:"pid,omitempty"`
-	Home    string `json:"home"`
-	Log     string `json:"log,omitempty"`
-	Already bool   `json:"already,omitempty"` // it was already so
+	Running bool    `json:"running"`
+	PID     *int    `json:"pid"`
+	Home    string  `json:"home"`
+	Log     *string `json:"log"`
+	Already bool    `json:"already"` // it was already so
 }
 
 type daemonStartOptions struct {
@@ -124,7 +125,7 @@ func daemonStartRun(ctx context.Context, f *Factory, opts *daemonStartOptions) e
 	c := daemon.NewClient(config.Paths{Home: home}.Socket())
 	if st, serr := c.Status(ctx); serr == nil {
 		if opts.JSON {
-			return json.NewEncoder(f.IO.Out).Encode(daemonState{Running: true, PID: st.PID, Home: home, Log: logPath, Already: true})
+			return json.NewEncoder(f.IO.Out).Encode(daemonState{Running: true, PID: &st.PID, Home: home, Log: &logPath, Already: true})
 		}
 		fmt.Fprintf(f.IO.Out, "nerve daemon already running (pid %d, NERVE_HOME=%s)\n", st.PID, home)
 		return nil
@@ -141,7 +142,7 @@ func daemonStartRun(ctx context.Context, f *Factory, opts *daemonStartOptions) e
 		return err
 	}
 	if opts.JSON {
-		return json.NewEncoder(f.IO.Out).Encode(daemonState{Running: true, PID: pid, Home: home, Log: logPath})
+		return json.NewEncoder(f.IO.Out).Encode(daemonState{Running: true, PID: &pid, Home: home, Log: &logPath})
 	}
 	fmt.Fprintf(f.IO.Out, "nerve daemon started (pid %d, NERVE_HOME=%s, log %s)\n", pid, home, logPath)
 	return nil
@@ -196,7 +197,7 @@ func daemonStopRun(ctx context.Context, f *Factory, opts *daemonStopOptions) err
 		return fmt.Errorf("daemon (pid %d) still running after %s; see %s", pid, opts.Timeout, paths.Log())
 	}
 	if opts.JSON {
-		return json.NewEncoder(f.IO.Out).Encode(daemonState{PID: pid, Home: paths.Home})
+		return json.NewEncoder(f.IO.Out).Encode(daemonState{PID: &pid, Home: paths.Home})
 	}
 	fmt.Fprintf(f.IO.Out, "nerve daemon stopped (pid %d)\n", pid)
 	return nil
@@ -246,7 +247,7 @@ func daemonStatusRun(ctx context.Context, f *Factory, opts *daemonStatusOptions)
 	var nr *daemon.NotRunningError
 	if errors.As(err, &nr) {
 		if opts.JSON {
-			_ = json.NewEncoder(f.IO.Out).Encode(map[string]any{"running": false, "home": paths.Home})
+			_ = json.NewEncoder(f.IO.Out).Encode(notRunningStatus(paths.Home))
 		} else {
 			fmt.Fprintf(f.IO.Out, "nerve daemon: not running (NERVE_HOME=%s)\n", paths.Home)
 		}
@@ -263,6 +264,21 @@ func daemonStatusRun(ctx context.Context, f *Factory, opts *daemonStatusOptions)
 	}
 	printStatus(f.IO, st)
 	return nil
+}
+
+// notRunningStatus is daemon status --json of a daemon that is not
+// running: the keys of a running one's, null, so scripts find each key.
+func notRunningStatus(home string) map[string]any {
+	out := map[string]any{}
+	if b, err := json.Marshal(daemon.Status{}); err == nil {
+		_ = json.Unmarshal(b, &out)
+	}
+	for k := range out {
+		out[k] = nil
+	}
+	out["running"] = false
+	out["home"] = home
+	return out
 }
 
 func printStatus(io *IOStreams, st *daemon.Status) {

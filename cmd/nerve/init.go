@@ -28,9 +28,18 @@ type check struct {
 	Kind   string `json:"kind"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
-	Hint   string `json:"hint,omitempty"`
+	Hint   string `json:"hint"`
 	// Needed checks decide the exit status; the rest are warnings.
 	Needed bool `json:"needed"`
+}
+
+// MarshalJSON writes every key, a missing hint as null.
+func (c check) MarshalJSON() ([]byte, error) {
+	type plain check
+	return json.Marshal(struct {
+		plain
+		Hint *string `json:"hint"`
+	}{plain(c), nullable(c.Hint)})
 }
 
 type initReport struct {

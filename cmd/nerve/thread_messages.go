@@ -105,7 +105,7 @@ func printMessages(f *Factory, msgs []workflow.Message, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(f.IO.Out)
 		for _, m := range msgs {
-			if err := enc.Encode(m); err != nil {
+			if err := enc.Encode(newMessageJSON(m)); err != nil {
 				return err
 			}
 		}

@@ -16,9 +16,23 @@ import (
 // problem is one thing `nerve validate` found wrong.
 type problem struct {
 	File    string `json:"file"`
-	Line    int    `json:"line,omitempty"`
-	Field   string `json:"field,omitempty"`
+	Line    int    `json:"line"`
+	Field   string `json:"field"`
 	Message string `json:"message"`
+}
+
+// MarshalJSON writes every key, an unknown line or field as null.
+func (p problem) MarshalJSON() ([]byte, error) {
+	type plain problem
+	var line *int
+	if p.Line > 0 {
+		line = &p.Line
+	}
+	return json.Marshal(struct {
+		plain
+		Line  *int    `json:"line"`
+		Field *string `json:"field"`
+	}{plain(p), line, nullable(p.Field)})
 }
 
 type validateReport struct {

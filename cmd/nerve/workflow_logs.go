@@ -109,7 +109,7 @@ func logPrinter(f *Factory, asJSON bool, message func(step int) ([]workflow.Mess
 		}
 		printed[e.Step] = true
 		if asJSON {
-			return enc.Encode(got[0])
+			return enc.Encode(newMessageJSON(got[0]))
 		}
 		printEvent(f, e)
 		printMessage(f, got[0])
@@ -137,7 +137,7 @@ func listThreads(ctx context.Context, f *Factory, src threadSource, ref workflow
 	if asJSON {
 		enc := json.NewEncoder(f.IO.Out)
 		for _, t := range ts {
-			if err := enc.Encode(t); err != nil {
+			if err := enc.Encode(newThreadJSON(ref.Remote, t)); err != nil {
 				return err
 			}
 		}
