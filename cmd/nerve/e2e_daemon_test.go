@@ -87,7 +87,7 @@ echo "answer $NERVE_STEP"
 	// A foreground daemon, so its exit status is ours to see.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	d := exec.CommandContext(ctx, nerveBin, "daemon")
+	d := exec.CommandContext(ctx, nerveBin(t), "daemon")
 	d.Env = append(os.Environ(), "NERVE_HOME="+e.home)
 	logf, _ := os.Create(filepath.Join(e.home, "fg.log"))
 	defer logf.Close()
@@ -143,7 +143,7 @@ func TestE2ECancelKillsTheAdapterGroup(t *testing.T) {
 func TestE2EThreadOutlivesTheCLI(t *testing.T) {
 	e := newEnv(t)
 	def := slowWorkflow(e, 2, "sleep 2\necho done\n")
-	cmd := exec.Command(nerveBin, "workflow", "run", def)
+	cmd := exec.Command(nerveBin(t), "workflow", "run", def)
 	cmd.Env = append(os.Environ(), "NERVE_HOME="+e.home)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

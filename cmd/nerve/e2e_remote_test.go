@@ -31,7 +31,7 @@ func startKhala(t testing.TB) *khalaServer {
 	l.Close()
 	dir := t.TempDir()
 	s := &khalaServer{url: "http://" + addr, db: filepath.Join(dir, "khala.db")}
-	s.cmd = exec.Command(nerveBin, "khala", "serve", "--addr", addr, "--db", s.db)
+	s.cmd = exec.Command(nerveBin(t), "khala", "serve", "--addr", addr, "--db", s.db)
 	s.cmd.Env = append(os.Environ(), "NERVE_HOME="+dir)
 	logf, _ := os.Create(filepath.Join(dir, "khala.log"))
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
@@ -62,7 +62,7 @@ func startKhala(t testing.TB) *khalaServer {
 
 func (s *khalaServer) enrollToken(t testing.TB, uses int) string {
 	t.Helper()
-	out, err := exec.Command(nerveBin, "khala", "enroll-token", "--db", s.db, "--uses", fmt.Sprint(uses)).Output()
+	out, err := exec.Command(nerveBin(t), "khala", "enroll-token", "--db", s.db, "--uses", fmt.Sprint(uses)).Output()
 	if err != nil {
 		t.Fatalf("enroll-token: %v", err)
 	}
