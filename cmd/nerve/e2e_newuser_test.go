@@ -133,9 +133,14 @@ func TestE2EInitAgainIsAlreadyEnrolled(t *testing.T) {
 	e := newEnv(t)
 	args := []string{"init", "--name", "n1", "--remote", "origin=" + k.url, "--enroll-token", tok}
 	e.must(0, args...)
+	before, _ := os.ReadFile(filepath.Join(e.home, "nerve.yaml"))
 	r := e.must(0, args...)
-	if !strings.Contains(r.stdout, "already enrolled as n1 with origin; the enrollment token was not used") {
+	if !strings.Contains(r.stdout, "already enrolled as n1 with origin; the enrollment token was not used") ||
+		!strings.Contains(r.stdout, "in "+filepath.Join(e.home, "nerve.yaml")+" (left as it is)") {
 		t.Fatalf("init again: %s", r)
+	}
+	if after, _ := os.ReadFile(filepath.Join(e.home, "nerve.yaml")); !bytes.Equal(before, after) {
+		t.Fatalf("init again rewrote nerve.yaml:\n%s", after)
 	}
 	// The token had two uses: the second init spent none, so one is left.
 	other := newEnv(t)

@@ -138,7 +138,9 @@ func initRun(ctx context.Context, f *Factory, opts *initOptions) error {
 		}
 		step("enrolled", detail)
 	}
-	if remoteName != "" {
+	if r, ok := cfg.Remotes[remoteName]; ok && r.URL == remoteURL {
+		step("remote "+remoteName, remoteURL+" in "+displayPath(cfgPath)+" (left as it is)")
+	} else if remoteName != "" {
 		if err := config.SetRemote(cfgPath, remoteName, remoteURL); err != nil {
 			return err
 		}
