@@ -50,10 +50,17 @@ func daemonStatusRun(ctx context.Context, f *Factory, opts *daemonStatusOptions)
 		return err
 	}
 	if opts.JSON {
+		// config's file and last_reload are null, not absent, when empty.
+		type configJSON struct {
+			File       *string   `json:"file"`
+			LoadedAt   time.Time `json:"loaded_at"`
+			LastReload *string   `json:"last_reload"`
+		}
 		return json.NewEncoder(f.IO.Out).Encode(struct {
 			Running bool `json:"running"`
 			*daemon.Status
-		}{true, st})
+			Config configJSON `json:"config"`
+		}{true, st, configJSON{nullable(st.Config.File), st.Config.LoadedAt, nullable(st.Config.LastReload)}})
 	}
 	printStatus(f.IO, st)
 	return nil

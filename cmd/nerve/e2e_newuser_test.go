@@ -112,7 +112,9 @@ func TestE2EJSONShapes(t *testing.T) {
 	}
 
 	status := []string{"running", "pid", "home", "version", "started_at", "config", "capacity", "claimed_slots", "outbox", "running_threads", "active_turns", "senses"}
-	wantKeys(t, "daemon status --json", e.must(0, "daemon", "status", "--json").stdout, status...)
+	running := wantKeys(t, "daemon status --json", e.must(0, "daemon", "status", "--json").stdout, status...)[0]
+	cfg, _ := json.Marshal(running["config"])
+	wantKeys(t, "daemon status --json config", string(cfg), "file", "loaded_at", "last_reload")
 	stop := wantKeys(t, "daemon stop --json", e.must(0, "daemon", "stop", "--json").stdout, "running", "pid", "home", "log", "already")[0]
 	if stop["running"] != false || stop["pid"] == nil || stop["log"] != nil {
 		t.Fatalf("daemon stop --json: %v", stop)
@@ -120,6 +122,8 @@ func TestE2EJSONShapes(t *testing.T) {
 	wantKeys(t, "daemon status --json, not running", e.must(1, "daemon", "status", "--json").stdout, status...)
 	wantKeys(t, "daemon stop --json, not running", e.must(0, "daemon", "stop", "--json").stdout, "running", "pid", "home", "log", "already")
 	wantKeys(t, "daemon start --json", e.must(0, "daemon", "start", "--json").stdout, "running", "pid", "home", "log", "already")
+
+	wantKeys(t, "khala enroll-token --json", e.must(0, "khala", "enroll-token", "--ttl", "0", "--json").stdout, "token", "uses", "expires_at")
 
 	e.must(0, "remote", "add", "origin", "http://127.0.0.1:1")
 	wantKeys(t, "remote list --json", strings.Trim(strings.TrimSpace(e.must(0, "remote", "list", "--json").stdout), "[]"), "name", "url", "enrolled")
