@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/nerve-agents/nerve/config"
@@ -40,7 +41,7 @@ func remoteAddRun(f *Factory, opts *remoteAddOptions) error {
 		return err
 	}
 	if err := config.AddRemote(f.configPath(), opts.Name, opts.URL); err != nil {
-		if _, ok := err.(*config.RemoteExistsError); ok {
+		if exists := (*config.RemoteExistsError)(nil); errors.As(err, &exists) {
 			return &usageError{msg: err.Error(), hint: "pick another name; to change its URL, edit remotes." + opts.Name + ".url in " + displayPath(f.configPath())}
 		}
 		return err
