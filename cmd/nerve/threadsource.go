@@ -28,6 +28,11 @@ type threadSource interface {
 	Where() string
 }
 
+var (
+	_ threadSource = daemonSource{}
+	_ threadSource = remoteSource{}
+)
+
 // threadSource returns the side a ref's threads live on: the remote it
 // names, else the local daemon (started in the background if need be).
 func (f *Factory) threadSource(ctx context.Context, ref workflow.Ref) (threadSource, error) {
