@@ -14,9 +14,23 @@ import (
 // problem is one thing `nerve validate` found wrong.
 type problem struct {
 	File    string `json:"file"`
-	Line    int    `json:"line,omitempty"`
-	Field   string `json:"field,omitempty"`
+	Line    int    `json:"line"`
+	Field   string `json:"field"`
 	Message string `json:"message"`
+}
+
+// MarshalJSON writes every key, an unknown line or field as null.
+func (p problem) MarshalJSON() ([]byte, error) {
+	type plain problem
+	var line *int
+	if p.Line > 0 {
+		line = &p.Line
+	}
+	return json.Marshal(struct {
+		plain
+		Line  *int    `json:"line"`
+		Field *string `json:"field"`
+	}{plain(p), line, nullable(p.Field)})
 }
 
 type validateReport struct {
@@ -26,34 +40,45 @@ type validateReport struct {
 	Problems  []problem `json:"problems"`
 }
 
-func newCmdValidate(f *Factory) *cobra.Command {
-	var asJSON bool
+type validateOptions struct {
+	JSON bool
+}
+
+func newCmdValidate(f *Factory, runF func(*validateOptions) error) *cobra.Command {
+	opts := &validateOptions{}
 	cmd := &cobra.Command{
 		Use:   "validate",
 		Short: "Check nerve.yaml and every workflow definition, reporting all problems",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep := validateAll(f)
-			if asJSON {
-				if err := json.NewEncoder(f.IO.Out).Encode(rep); err != nil {
-					return err
-				}
-			} else {
-				for _, p := range rep.Problems {
-					fmt.Fprintf(f.IO.Out, "✗ %s\n", (&yamlfile.Error{File: p.File, Line: p.Line, Field: p.Field, Msg: p.Message}).Error())
-				}
-				if rep.OK {
-					fmt.Fprintf(f.IO.Out, "✓ %s and %d workflow(s) are valid\n", rep.Config, len(rep.Workflows))
-				}
+			if runF != nil {
+				return runF(opts)
 			}
-			if !rep.OK {
-				return &silentError{code: exitUsage}
-			}
-			return nil
+			return validateRun(f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON document")
 	return cmd
+}
+
+func validateRun(f *Factory, opts *validateOptions) error {
+	rep := validateAll(f)
+	if opts.JSON {
+		if err := json.NewEncoder(f.IO.Out).Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		for _, p := range rep.Problems {
+			fmt.Fprintf(f.IO.Out, "✗ %s\n", (&yamlfile.Error{File: p.File, Line: p.Line, Field: p.Field, Msg: p.Message}).Error())
+		}
+		if rep.OK {
+			fmt.Fprintf(f.IO.Out, "✓ %s and %d workflow(s) are valid\n", rep.Config, len(rep.Workflows))
+		}
+	}
+	if !rep.OK {
+		return &silentError{code: exitUsage}
+	}
+	return nil
 }
 
 func validateAll(f *Factory) validateReport {
