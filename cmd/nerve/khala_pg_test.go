@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -150,7 +151,7 @@ func TestKhalaPostgresThreeReplicas(t *testing.T) {
 	}
 	a.must(t, "POST", "/v1/turns/"+next[0].Turn+"/response", map[string]any{"claim": next[0].Claim, "content": "done"}, 200, nil)
 	race("3s", func() {
-		time.Sleep(300 * time.Millisecond) // all fifty are waiting
+		khWaitParked(t, 50, a.at(ps[0]), a.at(ps[1]), a.at(ps[2])) // all fifty are waiting
 		a.at(ps[2]).must(t, "POST", "/v1/workflows/relay/threads", map[string]any{"input": map[string]any{"turns": 1}}, 201, nil)
 	})
 	a.at(ps[1]).must(t, "POST", "/v1/workflows/relay/threads", map[string]any{"input": map[string]any{"turns": 1}}, 201, nil)
@@ -170,7 +171,7 @@ func TestKhalaPostgresThreeReplicas(t *testing.T) {
 		_, data, _ := agents[1].at(ps[0]).do("POST", "/v1/turns/claim", map[string]any{"wait": "30s", "roles": []string{"nobody"}})
 		polled <- strings.TrimSpace(string(data))
 	}()
-	time.Sleep(200 * time.Millisecond)
+	khWaitParked(t, 1, a.at(ps[0]))
 	ps[0].cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-ps[0].done:
@@ -181,6 +182,35 @@ func TestKhalaPostgresThreeReplicas(t *testing.T) {
 		t.Fatalf("exit %d after SIGTERM:\n%s", code, ps[0].stderr)
 	}
 	a.at(ps[1]).must(t, "GET", "/v1/threads/"+started.Thread, nil, 200, nil)
+}
+
+// khWaitParked waits until the replicas together hold n long polls
+// (their khala_claims_waiting gauges), for at most 10s.
+func khWaitParked(t *testing.T, n int, replicas ...*khClient) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		parked := 0
+		for _, c := range replicas {
+			_, data, err := c.do("GET", "/metrics", nil)
+			if err != nil {
+				t.Fatalf("metrics: %v", err)
+			}
+			for _, line := range strings.Split(string(data), "\n") {
+				if v, ok := strings.CutPrefix(line, "khala_claims_waiting "); ok {
+					k, _ := strconv.Atoi(strings.TrimSpace(v))
+					parked += k
+				}
+			}
+		}
+		if parked >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d long polls parked after 10s", parked, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // khJSON decodes data into v, ignoring errors (a test checks the result).
