@@ -1,6 +1,7 @@
 package khala
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -156,8 +157,9 @@ func (s *Server) handlePutWorkflow(w http.ResponseWriter, r *http.Request, a kha
 }
 
 type startRequest struct {
-	Input   map[string]any `json:"input"`
-	Webhook string         `json:"webhook"`
+	Input     map[string]any  `json:"input"`
+	Webhook   string          `json:"webhook"`
+	Workspace json.RawMessage `json:"workspace"` // api.StartWorkspace, checked by startWorkspace
 }
 
 // startResponse is 201's body: the thread's status after its first
@@ -190,12 +192,20 @@ func (s *Server) handleStartThread(w http.ResponseWriter, r *http.Request, a kha
 		s.fail(w, r, err)
 		return
 	}
-	id, err := s.store.NextThreadID(r.Context())
+	ws, err := startWorkspace(def, req.Workspace)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	c, err := startThread(r.Context(), def, rec.SourceHash, id, input, req.Webhook, a.Name, s.now())
+	id, err := s.store.NextThreadID(r.Context())
+	if err == nil {
+		err = withBranch(ws, def, id)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	c, err := startThread(r.Context(), def, rec.SourceHash, id, input, ws, req.Webhook, a.Name, s.now())
 	if err == nil {
 		err = s.store.CreateThread(r.Context(), c)
 	}
