@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nerve-agents/nerve/khala/api"
+	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -132,6 +133,11 @@ func testWorkspaceThreads(t *testing.T, bk backend) {
 		t.Fatalf("a turn that changed nothing: %s (%s), head %s", th.Status, th.Error, th.Workspace.Head)
 	}
 
+	// The answers above took PostgreSQL's fast path (a change made from
+	// the claim's view): commit, changes and head go through it too.
+	if pg, ok := ts.store.(*khalapg.Store); ok && pg.FastPathStats().Fast == 0 {
+		t.Error("no answer was written through the fast path")
+	}
 	// What was stored reads back the same from a fresh store.
 	ts.stop()
 	again := &client{ts: newServerOn(t, ts.reopen(t)), token: a.token, name: a.name}

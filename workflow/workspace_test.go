@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -134,5 +135,23 @@ func TestCloudSourceDropsLocalRepo(t *testing.T) {
 	src, _ = d.CloudSource()
 	if cd, err := ParseSource("cloud", src); err != nil || cd.Workspace.Repo != "https://git.example.com/app.git" {
 		t.Fatalf("a shared repo is kept: %v %+v", err, cd)
+	}
+}
+
+func TestMessageEncodingUnchangedWithoutWorkspace(t *testing.T) {
+	raw, err := json.Marshal(Message{Step: 1, Role: "a", Content: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "commit") || strings.Contains(string(raw), "changes") {
+		t.Fatalf("a message without a commit is stored as before: %s", raw)
+	}
+	raw, _ = json.Marshal(Message{Step: 1, Commit: "c", Changes: &Changes{}})
+	if !strings.Contains(string(raw), `"commit":"c","changes":{"files":0,"insertions":0,"deletions":0}`) {
+		t.Fatalf("commit and changes: %s", raw)
+	}
+	raw, _ = json.Marshal(Thread{ID: "thread-1"})
+	if !strings.Contains(string(raw), `"workspace":null`) {
+		t.Fatalf("a thread shows workspace: null when it has none: %s", raw)
 	}
 }
