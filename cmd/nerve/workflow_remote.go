@@ -113,6 +113,9 @@ func remoteLogs(ctx context.Context, f *Factory, ref workflow.Ref, opts *workflo
 	if t.Workflow != ref.Workflow {
 		return usageErrorf("", "%s is a thread of %s, not of %s", t.ID, t.Workflow, ref.Workflow)
 	}
+	if !opts.JSON {
+		printWorkspace(f, t)
+	}
 	show := logPrinter(f, opts.JSON, func(step int) ([]workflow.Message, error) {
 		return c.Messages(ctx, t.ID, workflow.Filter{Step: step})
 	})
