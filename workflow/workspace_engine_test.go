@@ -128,3 +128,34 @@ func TestParallelRoundWithoutMergeKeepsHead(t *testing.T) {
 		t.Fatalf("with no Merge a parallel round leaves the head: %v", th.Result)
 	}
 }
+
+// A round answered in full but never routed (the daemon stopped while the
+// moderator ran) is merged again when the thread resumes.
+func TestResumedRoundIsMergedAgain(t *testing.T) {
+	st := openStore(t)
+	d := parse(t, `{"done": true, "result": workspace.head}`)
+	th := newThread(t, st, d)
+	th.Workspace = &workflow.Workspace{Repo: "/srv/app.git", Base: base, Branch: "b", Head: base}
+	th.Step, th.Pending = 2, []workflow.Turn{{Step: 1, Role: "a"}, {Step: 2, Role: "b"}}
+	now := time.Now().UTC()
+	err := st.Commit(workflow.Update{Thread: th, Messages: []workflow.Message{
+		{Step: 1, Role: "a", Commit: "c-a", At: now}, {Step: 2, Role: "b", Commit: "c-b", At: now}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var merged []string
+	merge := func(_ context.Context, _ *workflow.Thread, round []workflow.Message) string {
+		for _, m := range round {
+			merged = append(merged, m.Commit)
+		}
+		return "merged"
+	}
+	e := &workflow.Engine{Store: st, Turn: echo, Agent: "test-agent", Merge: merge}
+	if err := e.Run(context.Background(), d, th); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := st.Thread(th.ID)
+	if !slices.Equal(merged, []string{"c-a", "c-b"}) || stored.Result != "merged" || stored.Workspace.Head != "merged" {
+		t.Fatalf("merged %v, result %v, head %s", merged, stored.Result, stored.Workspace.Head)
+	}
+}
