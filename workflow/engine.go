@@ -111,6 +111,7 @@ func (e *Engine) Run(ctx context.Context, d *Definition, t *Thread) error {
 		msgs = append(msgs, fresh...)
 		msgs = append(msgs, last)
 		sortByStep(msgs)
+		answer, startWS := last, t.Workspace
 		redo := e.settle(ctx, t, msgs)
 		if ctx.Err() != nil {
 			return e.stopped(ctx, t, ctx.Err()) // the last answer runs again on resume
@@ -121,8 +122,10 @@ func (e *Engine) Run(ctx context.Context, d *Definition, t *Thread) error {
 		redo = slices.DeleteFunc(redo, func(m Message) bool { return m.Step == last.Step })
 		u, err := e.route(ctx, d, t, msgs, &last)
 		if err != nil {
-			// Keep the answer even when routing is interrupted.
-			if cerr := e.commit(Update{Thread: t, Messages: []Message{last}, Events: []Event{e.answered(t, last)}}); cerr != nil {
+			// Keep the answer even when routing is interrupted, as it came:
+			// the round is settled again, from where it started, on resume.
+			t.Workspace = startWS
+			if cerr := e.commit(Update{Thread: t, Messages: []Message{answer}, Events: []Event{e.answered(t, answer)}}); cerr != nil {
 				return cerr
 			}
 			return e.stopped(ctx, t, err)
