@@ -153,7 +153,7 @@ func endThread(c *khaladb.ThreadChange, status string, result any, reason string
 	if th.Webhook != "" {
 		c.Webhooks = append(c.Webhooks, khaladb.Webhook{URL: th.Webhook, NextAt: now, Created: now, Payload: khaladb.WebhookPayload{
 			Event: workflow.EventThreadEnded, Thread: th.ID, Workflow: th.Workflow, Status: status,
-			Result: result, Error: reason}})
+			Result: result, Error: reason, Workspace: th.Workspace}})
 	}
 }
 

@@ -78,8 +78,10 @@ func testWorkspaceThreads(t *testing.T, bk backend) {
 		t.Fatalf("a thread without a workspace shows workspace: null: %s", data)
 	}
 
+	hook := newHookReceiver(t, 0)
 	var started startResponse
-	a.must("POST", path, map[string]any{"input": map[string]any{}, "workspace": map[string]any{"base": strings.ToUpper(commit0)}}, 201, &started)
+	a.must("POST", path, map[string]any{"input": map[string]any{}, "webhook": hook.URL,
+		"workspace": map[string]any{"base": strings.ToUpper(commit0)}}, 201, &started)
 	id := started.Thread
 	want := workflow.Workspace{Repo: "https://git.example.com/team/app.git", Base: commit0, Branch: "nerve/coded/" + id, Head: commit0}
 	if got := a.thread(id).Workspace; got == nil || *got != want {
@@ -118,6 +120,11 @@ func testWorkspaceThreads(t *testing.T, bk backend) {
 	wantResult := map[string]any{"head": commit2, "branch": "nerve/coded/" + id, "commit": commit2, "files": float64(2)}
 	if th.Status != workflow.StatusCompleted || th.Workspace.Head != commit2 || !reflect.DeepEqual(th.Result, wantResult) {
 		t.Fatalf("thread %s (%s), head %s, result %v; want the moderator to see the moved head %v", th.Status, th.Error, th.Workspace.Head, th.Result, wantResult)
+	}
+
+	// The end's webhook says where the branch is.
+	if p := hook.next(t); p.Event != workflow.EventThreadEnded || p.Workspace == nil || p.Workspace.Head != commit2 || p.Workspace.Branch != "nerve/coded/"+id {
+		t.Fatalf("end webhook %+v, want the thread's branch at %s", p, commit2)
 	}
 
 	// A turn that changed nothing: the moderator refuses it.
