@@ -37,7 +37,8 @@
 // full id) and "changes" {"files", "insertions", "deletions"}: they go on
 // the message, and the commit becomes the thread's head in the change that
 // records the answer, before the moderator routes (so it sees the moved
-// head). Khala runs no git: the agent's daemon pushed the branch to that
+// head); the webhook at the thread's end carries its "workspace" too.
+// Khala runs no git: the agent's daemon pushed the branch to that
 // commit, with a lease, before it answered. Both are in the JSON records
 // of threads and messages, so no schema change was needed, and a message
 // without them is stored exactly as before.
