@@ -185,6 +185,11 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 		}
 	}
 	d.Workspace = checkWorkspace(f.Workspace, d.Binding, lines, bad)
+	if d.Workspace != nil && nameRE.MatchString(d.Name) {
+		if err := CheckBranch(DefaultBranch(d.Name, "thread-1")); err != nil {
+			bad("workflow", "name %q cannot be part of its threads' branches (%s): %s; rename the workflow", d.Name, DefaultBranch(d.Name, "thread-N"), err)
+		}
+	}
 	if d.Limits.MaxSteps == 0 {
 		d.Limits.MaxSteps = DefaultMaxSteps
 	}

@@ -65,6 +65,8 @@ func TestWorkspaceDefinitions(t *testing.T) {
 		{"cloud repo relative dir", cloudRoles + "workspace:\n  repo: src/app\n", n + 2, "workspace.repo", "reachable by every serving agent"},
 		{"cloud repo password", cloudRoles + "workspace:\n  repo: 'https://bob:s3cret@git.example.com/app.git'\n", n + 2, "workspace.repo", "password"},
 		{"cloud repo scheme", cloudRoles + "workspace:\n  repo: 'ftp://host/app.git'\n", n + 2, "workspace.repo", "unsupported scheme"},
+		{"name no branch can hold", strings.Replace(twoRoles, "workflow: pair", "workflow: pair..x", 1) + "workspace:\n", 1, "workflow", "cannot be part of its threads' branches"},
+		{"name ending .lock", strings.Replace(twoRoles, "workflow: pair", "workflow: pair.lock", 1) + "workspace:\n", 1, "workflow", ".lock"},
 		{"cloud repo no host", cloudRoles + "workspace:\n  repo: 'https:///app.git'\n", n + 2, "workspace.repo", "no host"},
 	}
 	for _, tc := range bad {
