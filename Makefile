@@ -4,8 +4,15 @@ DEMO_HOME ?= $(CURDIR)/.nerve-demo
 
 .PHONY: build demo test bench vet fmt-check
 
+# What `nerve version` says: the tag (or commit) and the commit of this
+# clone; outside a git clone the binary's build info decides.
+BIN ?= bin/nerve
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS = -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
 build:
-	$(GO) build -o bin/nerve ./cmd/nerve
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/nerve
 
 # Runs the code-review example through a daemon on the embedded defaults
 # (bbolt in a NERVE_HOME inside the checkout, the built-in example agent),

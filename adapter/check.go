@@ -9,8 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/nerve-agents/nerve/config"
 )
 
 // versionTimeout bounds `CLI --version`: a CLI that hangs on it (an update
@@ -40,7 +38,7 @@ var installHints = map[string]string{
 
 // Check finds an adapter's binary (on pathEnv, as a turn would) and, for
 // agent CLIs, asks it for its version within a timeout.
-func Check(ctx context.Context, name string, c config.Adapter, pathEnv string) Availability {
+func Check(ctx context.Context, name string, c Spec, pathEnv string) Availability {
 	info, err := Inspect(name, c)
 	av := Availability{Info: info}
 	if err != nil {

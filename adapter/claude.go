@@ -145,14 +145,7 @@ func (p *claudeParser) line(line []byte, _ bool) {
 		}
 	case "result":
 		p.result = &ev
-		if ev.Usage != nil {
-			// Cache writes are input the model processed; cache reads are
-			// counted apart because they are billed apart.
-			p.u.InputTokens = ev.Usage.InputTokens + ev.Usage.CacheCreationInputTokens
-			p.u.OutputTokens = ev.Usage.OutputTokens
-			p.u.CachedTokens = ev.Usage.CacheReadInputTokens
-		}
-		p.u.CostUSD = ev.TotalCostUSD
+		ev.addUsage(&p.u)
 		if p.u.Model == "" {
 			for m := range ev.ModelUsage {
 				p.u.Model = m
@@ -163,16 +156,37 @@ func (p *claudeParser) line(line []byte, _ bool) {
 }
 
 func (p *claudeParser) finish(o outcome) (string, bool, string) {
-	r := p.result
-	if r == nil {
-		return "", false, noResult("result", o.lastOut)
-	}
-	if r.IsError || (r.Subtype != "" && r.Subtype != "success") {
-		return "", false, claudeFailure(r)
+	if failure := resultFailure(p.result, o); failure != "" {
+		return "", false, failure
 	}
 	var t textBuf
-	t.WriteString(r.Result)
+	t.WriteString(p.result.Result)
 	return t.String(), t.truncated, ""
+}
+
+// addUsage records a result event's usage and cost (Claude's and Cursor's
+// alike) in u.
+func (r *claudeEvent) addUsage(u *usage.Usage) {
+	if r.Usage != nil {
+		// Cache writes are input the model processed; cache reads are
+		// counted apart because they are billed apart.
+		u.InputTokens = r.Usage.InputTokens + r.Usage.CacheCreationInputTokens
+		u.OutputTokens = r.Usage.OutputTokens
+		u.CachedTokens = r.Usage.CacheReadInputTokens
+	}
+	u.CostUSD = r.TotalCostUSD
+}
+
+// resultFailure says why a stream-json turn failed, judged by its last
+// result event (r; nil when none came), or "" when it succeeded.
+func resultFailure(r *claudeEvent, o outcome) string {
+	switch {
+	case r == nil:
+		return noResult("result", o.lastOut)
+	case r.IsError || (r.Subtype != "" && r.Subtype != "success"):
+		return claudeFailure(r)
+	}
+	return ""
 }
 
 func claudeFailure(r *claudeEvent) string {

@@ -87,23 +87,15 @@ func (p *cursorParser) line(line []byte, _ bool) {
 	case "result":
 		r := ev.claudeEvent
 		p.result = &r
-		if u := r.Usage; u != nil {
-			p.u.InputTokens = u.InputTokens + u.CacheCreationInputTokens
-			p.u.OutputTokens = u.OutputTokens
-			p.u.CachedTokens = u.CacheReadInputTokens
-		}
-		p.u.CostUSD = r.TotalCostUSD
+		r.addUsage(&p.u)
 	}
 }
 
 func (p *cursorParser) finish(o outcome) (string, bool, string) {
+	if failure := resultFailure(p.result, o); failure != "" {
+		return "", false, failure
+	}
 	r := p.result
-	if r == nil {
-		return "", false, noResult("result", o.lastOut)
-	}
-	if r.IsError || (r.Subtype != "" && r.Subtype != "success") {
-		return "", false, claudeFailure(r)
-	}
 	if strings.TrimSpace(r.Result) == "" {
 		return p.text.String(), p.text.truncated, ""
 	}

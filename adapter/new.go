@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/nerve-agents/nerve/config"
 )
 
 // Permission postures, chosen by the machine owner per adapter instance.
@@ -21,6 +19,9 @@ const (
 	PermFull = "full"
 )
 
+// permissions lists the postures in the order they are offered.
+var permissions = []string{PermWorkspace, PermReadOnly, PermFull}
+
 // Default timeouts when nerve.yaml sets none. Agent CLIs get long turns
 // because a real coding turn easily takes many minutes; exec commands are
 // usually scripts and should not sit on a slot for half an hour.
@@ -29,33 +30,48 @@ const (
 	DefaultExecTimeout  = 10 * time.Minute
 )
 
-// kind describes one built-in adapter type: its default binary and how to
-// build one turn's invocation.
+// kind describes one built-in adapter type: its name, default binary and
+// how to build one turn's invocation.
 type kind struct {
+	name    string
 	binary  string
 	timeout time.Duration
 	build   func(a *cliAdapter, req Request) (*invocation, error)
 }
 
-// kinds is the one table of built-in types; Types keeps its order.
-var kinds = map[string]kind{
-	"claude": {binary: "claude", timeout: DefaultAgentTimeout, build: buildClaude},
-	"codex":  {binary: "codex", timeout: DefaultAgentTimeout, build: buildCodex},
-	"gemini": {binary: "gemini", timeout: DefaultAgentTimeout, build: buildGemini},
-	"cursor": {binary: "cursor-agent", timeout: DefaultAgentTimeout, build: buildCursor},
-	"hermes": {binary: "hermes", timeout: DefaultAgentTimeout, build: buildHermes},
-	"exec":   {timeout: DefaultExecTimeout, build: buildExec},
+// kinds is the one table of built-in types, in the order they are offered;
+// config validation, `nerve init` and `nerve validate` read it through
+// Types and Builtin.
+var kinds = []kind{
+	{name: "claude", binary: "claude", timeout: DefaultAgentTimeout, build: buildClaude},
+	{name: "codex", binary: "codex", timeout: DefaultAgentTimeout, build: buildCodex},
+	{name: "gemini", binary: "gemini", timeout: DefaultAgentTimeout, build: buildGemini},
+	{name: "cursor", binary: "cursor-agent", timeout: DefaultAgentTimeout, build: buildCursor},
+	{name: "hermes", binary: "hermes", timeout: DefaultAgentTimeout, build: buildHermes},
+	{name: "exec", timeout: DefaultExecTimeout, build: buildExec},
 }
 
-var typeOrder = []string{"claude", "codex", "gemini", "cursor", "hermes", "exec"}
+func kindOf(name string) (kind, bool) {
+	i := slices.IndexFunc(kinds, func(k kind) bool { return k.name == name })
+	if i < 0 {
+		return kind{}, false
+	}
+	return kinds[i], true
+}
 
 // Types returns the built-in adapter types in a stable order.
-func Types() []string { return slices.Clone(typeOrder) }
+func Types() []string {
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
+		out[i] = k.name
+	}
+	return out
+}
 
 // Builtin reports whether name is a built-in adapter type, usable as
-// `adapter: NAME` with no configuration.
+// `adapter: NAME` with no configuration (exec aside, which needs a command).
 func Builtin(name string) bool {
-	_, ok := kinds[name]
+	_, ok := kindOf(name)
 	return ok
 }
 
@@ -72,12 +88,12 @@ type Info struct {
 
 // Inspect checks an adapter instance like Validate and returns what it
 // resolves to. It touches nothing: the binary is looked up at run time.
-func Inspect(name string, c config.Adapter) (Info, error) {
+func Inspect(name string, c Spec) (Info, error) {
 	typ, err := resolveType(name, c)
 	if err != nil {
 		return Info{}, err
 	}
-	k := kinds[typ]
+	k, _ := kindOf(typ)
 	info := Info{Name: name, Type: typ, Binary: k.binary, Permissions: c.Permissions,
 		Timeout: c.Timeout.D(), Model: c.Model}
 	if info.Permissions == "" {
@@ -96,57 +112,58 @@ func Inspect(name string, c config.Adapter) (Info, error) {
 }
 
 // Validate reports the first problem with an adapter instance's
-// configuration, with no side effects, so `nerve validate` can show it.
-func Validate(name string, c config.Adapter) error {
+// configuration, with no side effects: a *SpecError naming the field.
+func Validate(name string, c Spec) error {
 	_, err := Inspect(name, c)
 	return err
 }
 
 // New returns the adapter for one nerve.yaml instance. The type is c.Type,
 // or name itself when c.Type is empty and name is a built-in type.
-func New(name string, c config.Adapter) (Adapter, error) {
+func New(name string, c Spec) (Adapter, error) {
 	info, err := Inspect(name, c)
 	if err != nil {
 		return nil, err
 	}
-	return &cliAdapter{info: info, cfg: c, build: kinds[info.Type].build}, nil
+	k, _ := kindOf(info.Type)
+	return &cliAdapter{info: info, cfg: c, build: k.build}, nil
 }
 
-func resolveType(name string, c config.Adapter) (string, error) {
+func resolveType(name string, c Spec) (string, error) {
+	bad := func(field, format string, a ...any) (string, error) {
+		return "", &SpecError{Name: name, Field: field, Msg: fmt.Sprintf(format, a...)}
+	}
 	if name == "" {
-		return "", fmt.Errorf("adapter: empty name")
+		return bad("", "empty name")
 	}
 	typ := c.Type
 	if typ == "" {
 		if !Builtin(name) {
-			return "", fmt.Errorf("adapter %q: no type: set type to one of %s", name, strings.Join(typeOrder, ", "))
+			return bad("type", "no type: it is not built in, so set type to one of %s", strings.Join(Types(), ", "))
 		}
 		typ = name
 	}
 	if !Builtin(typ) {
-		return "", fmt.Errorf("adapter %q: unknown type %q (want one of %s)", name, typ, strings.Join(typeOrder, ", "))
+		return bad("type", "unknown type %q (want one of %s)", typ, strings.Join(Types(), ", "))
 	}
-	switch c.Permissions {
-	case "", PermWorkspace, PermReadOnly, PermFull:
-	default:
-		return "", fmt.Errorf("adapter %q: unknown permissions %q (want %s, %s or %s)",
-			name, c.Permissions, PermWorkspace, PermReadOnly, PermFull)
+	if !slices.Contains(permissions, c.Permissions) && c.Permissions != "" {
+		return bad("permissions", "unknown permissions %q (want %s, %s or %s)", c.Permissions, PermWorkspace, PermReadOnly, PermFull)
 	}
 	if typ == "exec" {
 		if len(c.Command) == 0 || c.Command[0] == "" {
-			return "", fmt.Errorf("adapter %q: type exec needs a command", name)
+			return bad("command", "type exec needs a command")
 		}
 	} else if len(c.Command) > 0 {
 		// Silently ignoring it would run a different program than the
 		// owner wrote down.
-		return "", fmt.Errorf("adapter %q: command is only for type exec (use binary to point %s elsewhere)", name, typ)
+		return bad("command", "command is only for type exec (use binary to point %s elsewhere)", typ)
 	}
 	if c.Timeout < 0 {
-		return "", fmt.Errorf("adapter %q: negative timeout %s", name, c.Timeout)
+		return bad("timeout", "negative timeout %s", c.Timeout)
 	}
 	for k := range c.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return "", fmt.Errorf("adapter %q: bad env variable name %q", name, k)
+			return bad("env", "bad env variable name %q", k)
 		}
 	}
 	return typ, nil

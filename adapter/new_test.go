@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/internal/yamlfile"
 )
 
@@ -35,21 +34,21 @@ func TestTypesAndBuiltin(t *testing.T) {
 func TestValidate(t *testing.T) {
 	tests := []struct {
 		name    string
-		c       config.Adapter
+		c       Spec
 		wantErr string // empty: valid
 	}{
-		{"claude", config.Adapter{}, ""},
-		{"claude-fast", config.Adapter{Type: "claude", Model: "claude-sonnet-4", Permissions: "full"}, ""},
-		{"reviewer-bot", config.Adapter{Type: "exec", Command: []string{"./bin/review", "--json"}}, ""},
-		{"codex", config.Adapter{Permissions: "read-only"}, ""},
-		{"claude-fast", config.Adapter{}, `adapter "claude-fast": no type`},
-		{"bot", config.Adapter{Type: "copilot"}, `adapter "bot": unknown type "copilot"`},
-		{"exec", config.Adapter{}, `adapter "exec": type exec needs a command`},
-		{"x", config.Adapter{Type: "exec", Command: []string{""}}, "needs a command"},
-		{"claude", config.Adapter{Permissions: "yolo"}, `adapter "claude": unknown permissions "yolo"`},
-		{"claude", config.Adapter{Command: []string{"x"}}, "command is only for type exec"},
-		{"claude", config.Adapter{Env: map[string]string{"A=B": "c"}}, "bad env variable name"},
-		{"", config.Adapter{Type: "claude"}, "empty name"},
+		{"claude", Spec{}, ""},
+		{"claude-fast", Spec{Type: "claude", Model: "claude-sonnet-4", Permissions: "full"}, ""},
+		{"reviewer-bot", Spec{Type: "exec", Command: []string{"./bin/review", "--json"}}, ""},
+		{"codex", Spec{Permissions: "read-only"}, ""},
+		{"claude-fast", Spec{}, `adapter "claude-fast": no type`},
+		{"bot", Spec{Type: "copilot"}, `adapter "bot": unknown type "copilot"`},
+		{"exec", Spec{}, `adapter "exec": type exec needs a command`},
+		{"x", Spec{Type: "exec", Command: []string{""}}, "needs a command"},
+		{"claude", Spec{Permissions: "yolo"}, `adapter "claude": unknown permissions "yolo"`},
+		{"claude", Spec{Command: []string{"x"}}, "command is only for type exec"},
+		{"claude", Spec{Env: map[string]string{"A=B": "c"}}, "bad env variable name"},
+		{"", Spec{Type: "claude"}, "empty name"},
 	}
 	for _, tt := range tests {
 		err := Validate(tt.name, tt.c)
@@ -69,14 +68,14 @@ func TestValidate(t *testing.T) {
 func TestInspectDefaults(t *testing.T) {
 	tests := []struct {
 		name string
-		c    config.Adapter
+		c    Spec
 		want Info
 	}{
-		{"claude", config.Adapter{}, Info{Name: "claude", Type: "claude", Binary: "claude", Permissions: "workspace", Timeout: 30 * time.Minute}},
-		{"cursor", config.Adapter{}, Info{Name: "cursor", Type: "cursor", Binary: "cursor-agent", Permissions: "workspace", Timeout: 30 * time.Minute}},
-		{"fast", config.Adapter{Type: "gemini", Model: "m", Timeout: yamlfile.Duration(2 * time.Minute), Binary: "/opt/gemini"},
+		{"claude", Spec{}, Info{Name: "claude", Type: "claude", Binary: "claude", Permissions: "workspace", Timeout: 30 * time.Minute}},
+		{"cursor", Spec{}, Info{Name: "cursor", Type: "cursor", Binary: "cursor-agent", Permissions: "workspace", Timeout: 30 * time.Minute}},
+		{"fast", Spec{Type: "gemini", Model: "m", Timeout: yamlfile.Duration(2 * time.Minute), Binary: "/opt/gemini"},
 			Info{Name: "fast", Type: "gemini", Binary: "/opt/gemini", Permissions: "workspace", Timeout: 2 * time.Minute, Model: "m"}},
-		{"bot", config.Adapter{Type: "exec", Command: []string{"./review"}, Permissions: "full"},
+		{"bot", Spec{Type: "exec", Command: []string{"./review"}, Permissions: "full"},
 			Info{Name: "bot", Type: "exec", Binary: "./review", Permissions: "full", Timeout: 10 * time.Minute}},
 	}
 	for _, tt := range tests {
@@ -103,38 +102,38 @@ func TestArgv(t *testing.T) {
 	q := []string{"Bash(nerve thread messages:*)", "Bash(nerve knowledge query:*)"}
 	tests := []struct {
 		name string
-		c    config.Adapter
+		c    Spec
 		want []string // "<policy>" matches the gemini policy file path
 	}{
-		{"claude", config.Adapter{}, append(append([]string{"-p", "--output-format", "stream-json", "--verbose",
+		{"claude", Spec{}, append(append([]string{"-p", "--output-format", "stream-json", "--verbose",
 			"--permission-mode", "acceptEdits", "--permission-prompts", "none", "--allowedTools"}, q...), "--", "PROMPT")},
-		{"claude", config.Adapter{Permissions: "read-only", Model: "opus", Args: []string{"--max-budget-usd", "1"}},
+		{"claude", Spec{Permissions: "read-only", Model: "opus", Args: []string{"--max-budget-usd", "1"}},
 			append(append([]string{"-p", "--output-format", "stream-json", "--verbose", "--model", "opus", "--max-budget-usd", "1",
 				"--permission-mode", "dontAsk", "--permission-prompts", "none", "--allowedTools", "Read", "Grep", "Glob"}, q...), "--", "PROMPT")},
-		{"claude", config.Adapter{Permissions: "full"}, []string{"-p", "--output-format", "stream-json", "--verbose",
+		{"claude", Spec{Permissions: "full"}, []string{"-p", "--output-format", "stream-json", "--verbose",
 			"--permission-mode", "bypassPermissions", "--", "PROMPT"}},
-		{"codex", config.Adapter{Model: "gpt-5.5"}, []string{"exec", "--json", "--skip-git-repo-check", "-m", "gpt-5.5",
+		{"codex", Spec{Model: "gpt-5.5"}, []string{"exec", "--json", "--skip-git-repo-check", "-m", "gpt-5.5",
 			"-c", "check_for_update_on_startup=false", "-c", "analytics.enabled=false", "-c", "feedback.enabled=false", "-c", "features.in_app_updates=false",
 			"--sandbox", "workspace-write", "-c", "allow_login_shell=false", "--", "PROMPT"}},
-		{"codex", config.Adapter{Permissions: "read-only"}, []string{"exec", "--json", "--skip-git-repo-check",
+		{"codex", Spec{Permissions: "read-only"}, []string{"exec", "--json", "--skip-git-repo-check",
 			"-c", "check_for_update_on_startup=false", "-c", "analytics.enabled=false", "-c", "feedback.enabled=false", "-c", "features.in_app_updates=false",
 			"--sandbox", "read-only", "-c", "allow_login_shell=false", "--", "PROMPT"}},
-		{"codex", config.Adapter{Permissions: "full"}, []string{"exec", "--json", "--skip-git-repo-check",
+		{"codex", Spec{Permissions: "full"}, []string{"exec", "--json", "--skip-git-repo-check",
 			"-c", "check_for_update_on_startup=false", "-c", "analytics.enabled=false", "-c", "feedback.enabled=false", "-c", "features.in_app_updates=false",
 			"--dangerously-bypass-approvals-and-sandbox", "-c", "allow_login_shell=false", "--", "PROMPT"}},
-		{"gemini", config.Adapter{Model: "gemini-3.8-flash"}, []string{"--prompt=PROMPT", "--output-format", "stream-json", "--skip-trust",
+		{"gemini", Spec{Model: "gemini-3.8-flash"}, []string{"--prompt=PROMPT", "--output-format", "stream-json", "--skip-trust",
 			"-m", "gemini-3.8-flash", "--approval-mode", "auto_edit", "--policy", "<policy>"}},
-		{"gemini", config.Adapter{Permissions: "read-only"}, []string{"--prompt=PROMPT", "--output-format", "stream-json", "--skip-trust",
+		{"gemini", Spec{Permissions: "read-only"}, []string{"--prompt=PROMPT", "--output-format", "stream-json", "--skip-trust",
 			"--approval-mode", "plan", "--policy", "<policy>"}},
-		{"gemini", config.Adapter{Permissions: "full"}, []string{"--prompt=PROMPT", "--output-format", "stream-json", "--skip-trust", "--yolo"}},
-		{"cursor", config.Adapter{}, []string{"-p", "--output-format", "stream-json", "--trust", "--", "PROMPT"}},
-		{"cursor", config.Adapter{Permissions: "read-only", Model: "sonnet-4"}, []string{"-p", "--output-format", "stream-json", "--trust",
+		{"gemini", Spec{Permissions: "full"}, []string{"--prompt=PROMPT", "--output-format", "stream-json", "--skip-trust", "--yolo"}},
+		{"cursor", Spec{}, []string{"-p", "--output-format", "stream-json", "--trust", "--", "PROMPT"}},
+		{"cursor", Spec{Permissions: "read-only", Model: "sonnet-4"}, []string{"-p", "--output-format", "stream-json", "--trust",
 			"--model", "sonnet-4", "--mode", "ask", "--", "PROMPT"}},
-		{"cursor", config.Adapter{Permissions: "full"}, []string{"-p", "--output-format", "stream-json", "--trust", "--force", "--", "PROMPT"}},
-		{"hermes", config.Adapter{Model: "m"}, []string{"chat", "-q", "PROMPT", "-Q", "--model", "m"}},
-		{"hermes", config.Adapter{Permissions: "full"}, []string{"chat", "-q", "PROMPT", "-Q", "--yolo"}},
-		{"exec", config.Adapter{Command: []string{"review", "--json"}, Args: []string{"--fast"}}, []string{"--json", "--fast"}},
-		{"exec", config.Adapter{Command: []string{"review", "--prompt={{prompt}}", "{{prompt}}"}}, []string{"--prompt=PROMPT", "PROMPT"}},
+		{"cursor", Spec{Permissions: "full"}, []string{"-p", "--output-format", "stream-json", "--trust", "--force", "--", "PROMPT"}},
+		{"hermes", Spec{Model: "m"}, []string{"chat", "-q", "PROMPT", "-Q", "--model", "m"}},
+		{"hermes", Spec{Permissions: "full"}, []string{"chat", "-q", "PROMPT", "-Q", "--yolo"}},
+		{"exec", Spec{Command: []string{"review", "--json"}, Args: []string{"--fast"}}, []string{"--json", "--fast"}},
+		{"exec", Spec{Command: []string{"review", "--prompt={{prompt}}", "{{prompt}}"}}, []string{"--prompt=PROMPT", "PROMPT"}},
 	}
 	for _, tt := range tests {
 		a, err := New(tt.name, tt.c)
@@ -171,7 +170,7 @@ func TestArgv(t *testing.T) {
 }
 
 func TestArgvPromptLikeAFlag(t *testing.T) {
-	a, _ := New("hermes", config.Adapter{})
+	a, _ := New("hermes", Spec{})
 	ca := a.(*cliAdapter)
 	inv, _ := ca.build(ca, Request{Prompt: "- list the files"})
 	if want := []string{"chat", "--query=- list the files", "-Q"}; !slices.Equal(inv.args, want) {

@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/internal/usage"
 )
 
@@ -65,7 +64,7 @@ type outcome struct {
 // the invocation and parse the output.
 type cliAdapter struct {
 	info  Info
-	cfg   config.Adapter
+	cfg   Spec
 	build func(a *cliAdapter, req Request) (*invocation, error)
 }
 

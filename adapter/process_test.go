@@ -13,14 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/internal/yamlfile"
 )
 
 func TestMissingBinary(t *testing.T) {
 	empty := t.TempDir()
 	// The built-in name is looked up on the turn's PATH.
-	_, err := runFake(t, "claude", config.Adapter{}, Request{Env: []string{"PATH=" + empty}})
+	_, err := runFake(t, "claude", Spec{}, Request{Env: []string{"PATH=" + empty}})
 	e := asError(t, err, "claude")
 	if !errors.Is(err, ErrNotFound) {
 		t.Errorf("errors.Is(%v, ErrNotFound) = false", err)
@@ -32,12 +31,12 @@ func TestMissingBinary(t *testing.T) {
 		t.Errorf("hint %q", e.Hint)
 	}
 	// A configured path that is not there.
-	_, err = runFake(t, "codex", config.Adapter{Binary: filepath.Join(empty, "codex")}, Request{})
+	_, err = runFake(t, "codex", Spec{Binary: filepath.Join(empty, "codex")}, Request{})
 	if !errors.Is(err, ErrNotFound) {
 		t.Errorf("configured binary: %v", err)
 	}
 	// An exec command relative to the workdir.
-	_, err = runFake(t, "bot", config.Adapter{Type: "exec", Command: []string{"./bin/review"}}, Request{})
+	_, err = runFake(t, "bot", Spec{Type: "exec", Command: []string{"./bin/review"}}, Request{})
 	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), `"./bin/review" not found`) {
 		t.Errorf("exec command: %v", err)
 	}

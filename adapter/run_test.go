@@ -7,20 +7,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/internal/usage"
 )
 
 // fake returns a config for adapter type typ whose binary is the fake CLI
 // in the given mode; env adds FAKE_CLI_* settings.
-func fake(t *testing.T, typ, mode string, env map[string]string) config.Adapter {
+func fake(t *testing.T, typ, mode string, env map[string]string) Spec {
 	t.Helper()
 	bin := map[string]string{"cursor": "cursor-agent", "exec": "review"}[typ]
 	if bin == "" {
 		bin = typ
 	}
 	// GORACE: a -race test binary otherwise sleeps a second at exit.
-	c := config.Adapter{Type: typ, Binary: fakeBinary(t, bin),
+	c := Spec{Type: typ, Binary: fakeBinary(t, bin),
 		Env: map[string]string{"FAKE_CLI_MODE": mode, "GORACE": "atexit_sleep_ms=0"}}
 	for k, v := range env {
 		c.Env[k] = v
@@ -36,7 +35,7 @@ func testdata(name string) string {
 	return p
 }
 
-func runFake(t *testing.T, name string, c config.Adapter, req Request) (*Result, error) {
+func runFake(t *testing.T, name string, c Spec, req Request) (*Result, error) {
 	t.Helper()
 	a, err := New(name, c)
 	if err != nil {

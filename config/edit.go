@@ -30,6 +30,44 @@ func SetRemote(path, name, url string) error {
 	})
 }
 
+// AddRemote adds remotes.NAME with url to the nerve.yaml at path, as
+// SetRemote does, but refuses with a *RemoteExistsError, leaving the file
+// as it was, when the file already has a remote of that name (as `git
+// remote add` does).
+func AddRemote(path, name, url string) error {
+	return editFile(path, func(doc *yaml.Node) error {
+		remotes := mappingAt(doc, "remotes", true)
+		if i := keyIndex(remotes, name); i >= 0 {
+			e := &RemoteExistsError{Name: name}
+			if v := remotes.Content[i+1]; v.Kind == yaml.MappingNode {
+				if j := keyIndex(v, "url"); j >= 0 {
+					e.URL = v.Content[j+1].Value
+				}
+			}
+			return e
+		}
+		remotes.Content = append(remotes.Content, scalar(name), &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{scalar("url"), scalar(url)}})
+		remotes.Style = 0
+		return nil
+	})
+}
+
+// RemoteExistsError is AddRemote's refusal: the name is taken.
+type RemoteExistsError struct {
+	Name string
+	URL  string // what it is now, when the file says
+}
+
+func (e *RemoteExistsError) Error() string {
+	if e.URL == "" {
+		return fmt.Sprintf("remote %s already exists", e.Name)
+	}
+	return fmt.Sprintf("remote %s already exists (%s)", e.Name, e.URL)
+}
+
+// ExitCode: a taken name is a usage error (2).
+func (e *RemoteExistsError) ExitCode() int { return 2 }
+
 // RemoveRemote deletes remotes.NAME from the nerve.yaml at path. It
 // reports false when there was no such remote.
 func RemoveRemote(path, name string) (bool, error) {

@@ -1,6 +1,9 @@
 package config
 
-import "github.com/nerve-agents/nerve/internal/yamlfile"
+import (
+	"github.com/nerve-agents/nerve/adapter"
+	"github.com/nerve-agents/nerve/internal/yamlfile"
+)
 
 // Config is the whole of nerve.yaml after defaults, file, environment and
 // flags have been merged. Every section of the schema is parsed, even those
@@ -36,17 +39,10 @@ type Remote struct {
 }
 
 // Adapter is a named adapter instance: an override of a built-in adapter
-// (the map key is a type) or a new instance with an explicit type.
-type Adapter struct {
-	Type        string            `yaml:"type" json:"type"`
-	Command     []string          `yaml:"command" json:"command,omitempty"`
-	Binary      string            `yaml:"binary" json:"binary,omitempty"`
-	Model       string            `yaml:"model" json:"model,omitempty"`
-	Timeout     yamlfile.Duration `yaml:"timeout" json:"timeout,omitempty"`
-	Permissions string            `yaml:"permissions" json:"permissions,omitempty"`
-	Env         map[string]string `yaml:"env" json:"env,omitempty"`
-	Args        []string          `yaml:"args" json:"args,omitempty"`
-}
+// (the map key is a type) or a new instance with an explicit type. Its
+// schema belongs to the adapter package, which keeps the one table of
+// built-in types; the alias lets callers hand it to adapter.New as is.
+type Adapter = adapter.Spec
 
 // Sense turns the outside world into signals.
 type Sense struct {

@@ -1,22 +1,17 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
+	"github.com/nerve-agents/nerve/adapter"
 	"github.com/nerve-agents/nerve/internal/yamlfile"
 )
-
-// AdapterTypes are the built-in adapter kinds. A key of adapters: that is
-// one of them overrides the built-in; any other key needs a type.
-var AdapterTypes = []string{"claude", "codex", "gemini", "cursor", "hermes", "exec"}
-
-// Permissions are the postures a machine owner may give an adapter.
-var Permissions = []string{"workspace", "read-only", "full"}
 
 var (
 	senseKinds = []string{"khala", "interval", "file"}
@@ -39,7 +34,7 @@ func Validate(cfg *Config, lines yamlfile.Lines) yamlfile.Errors {
 	if cfg.Agent.MaxConcurrentTurns < 1 {
 		v.add("agent.max_concurrent_turns", "must be at least 1, got %d", cfg.Agent.MaxConcurrentTurns)
 	}
-	for _, name := range sortedKeys(cfg.Remotes) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Remotes)) {
 		p := "remotes." + name
 		if !nameRE.MatchString(name) {
 			v.add(p, "remote name %q: use letters, digits, '-', '_' and '.'", name)
@@ -51,7 +46,7 @@ func Validate(cfg *Config, lines yamlfile.Lines) yamlfile.Errors {
 			v.add(p+".url", "%q is not an http(s) URL", cfg.Remotes[name].URL)
 		}
 	}
-	for _, name := range sortedKeys(cfg.Adapters) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Adapters)) {
 		v.adapter(name, cfg.Adapters[name])
 	}
 	senses := map[string]Sense{}
@@ -66,7 +61,7 @@ func Validate(cfg *Config, lines yamlfile.Lines) yamlfile.Errors {
 		switch s.Kind {
 		case "khala":
 			if _, ok := cfg.Remotes[s.Remote]; !ok {
-				v.add(p+".remote", "unknown remote %q (remotes: %v)", s.Remote, sortedKeys(cfg.Remotes))
+				v.add(p+".remote", "unknown remote %q (remotes: %v)", s.Remote, slices.Sorted(maps.Keys(cfg.Remotes)))
 			}
 		case "interval":
 			if s.Every <= 0 {
@@ -119,7 +114,7 @@ func (c *Config) HasAdapter(name string) bool {
 	if _, ok := c.Adapters[name]; ok {
 		return true
 	}
-	return slices.Contains(AdapterTypes, name)
+	return adapter.Builtin(name)
 }
 
 // AdapterConfig returns the configuration of adapter name (built-in
@@ -131,7 +126,7 @@ func (c *Config) AdapterConfig(name string) (Adapter, bool) {
 		}
 		return a, true
 	}
-	if slices.Contains(AdapterTypes, name) && name != "exec" {
+	if adapter.Builtin(name) && name != "exec" {
 		return Adapter{Type: name}, true
 	}
 	return Adapter{}, false
@@ -147,25 +142,18 @@ func (v *validator) add(field, format string, a ...any) {
 	v.errs = append(v.errs, &yamlfile.Error{File: v.file, Line: v.lines.Line(field), Field: field, Msg: fmt.Sprintf(format, a...)})
 }
 
+// adapter checks one instance with the adapter package's own rules, so
+// what loads here is what adapter.New accepts.
 func (v *validator) adapter(name string, a Adapter) {
-	p := "adapters." + name
-	typ := a.Type
-	if typ == "" {
-		typ = name
-	}
-	if !slices.Contains(AdapterTypes, typ) {
-		if a.Type == "" {
-			v.add(p+".type", "adapter %q is not built in, so it needs a type (one of %v)", name, AdapterTypes)
-		} else {
-			v.add(p+".type", "unknown adapter type %q (want one of %v)", a.Type, AdapterTypes)
+	var se *adapter.SpecError
+	if err := adapter.Validate(name, a); errors.As(err, &se) {
+		field := "adapters." + name
+		if se.Field != "" {
+			field += "." + se.Field
 		}
-		return
-	}
-	if typ == "exec" && len(a.Command) == 0 {
-		v.add(p+".command", "an exec adapter needs a command")
-	}
-	if a.Permissions != "" && !slices.Contains(Permissions, a.Permissions) {
-		v.add(p+".permissions", "unknown posture %q (want one of %v)", a.Permissions, Permissions)
+		v.add(field, "%s", se.Msg)
+	} else if err != nil {
+		v.add("adapters."+name, "%s", err)
 	}
 }
 
@@ -182,15 +170,6 @@ func (v *validator) endpoint(section string, e *Endpoint) {
 	if e.Model == "" {
 		v.add(section+".model", "is required")
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func article(word string) string {

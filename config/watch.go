@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
+	"github.com/nerve-agents/nerve/internal/fswatch"
 )
 
 // Watch calls onChange after file's content changes (created, written,
@@ -23,14 +23,8 @@ func Watch(ctx context.Context, file string, onChange func()) error {
 			onChange()
 		}
 	}
-	w, err := fsnotify.NewWatcher()
-	if err == nil {
-		err = w.Add(filepath.Dir(file))
-	}
+	w, err := fswatch.New(filepath.Dir(file))
 	if err != nil {
-		if w != nil {
-			w.Close()
-		}
 		tick := time.NewTicker(2 * time.Second)
 		defer tick.Stop()
 		for {
@@ -43,22 +37,8 @@ func Watch(ctx context.Context, file string, onChange func()) error {
 		}
 	}
 	defer w.Close()
-	var debounce <-chan time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.Events:
-			if !ok {
-				return nil
-			}
-			if filepath.Clean(ev.Name) == filepath.Clean(file) {
-				debounce = time.After(100 * time.Millisecond)
-			}
-		case <-w.Errors:
-		case <-debounce:
-			debounce = nil
-			check()
-		}
-	}
+	name := filepath.Clean(file)
+	w.Keep = func(p string) bool { return p == name }
+	w.Run(ctx, func([]string) { check() })
+	return nil
 }

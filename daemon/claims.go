@@ -7,14 +7,17 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nerve-agents/nerve/internal/atomicfile"
 	"github.com/nerve-agents/nerve/khala/api"
 )
 
 // claimRecord is a remote turn this daemon holds, kept in
 // $NERVE_HOME/claims while its adapter runs: what a restart after a crash
-// gives back. Like the process records it is not fsynced: it must survive
-// the daemon's death, not the machine's, and if it is lost the lease runs
-// out and the turn is re-queued anyway, only later.
+// gives back. It is replaced atomically, so the daemon dying mid-write
+// never leaves half a record (which would be dropped, its turn forgotten
+// until the lease runs out). It is not fsynced: it must survive the
+// daemon's death, not the machine's (a reboot ends the adapter anyway),
+// and two fsyncs would add milliseconds to every remote turn.
 type claimRecord struct {
 	Remote    string    `json:"remote"`
 	Turn      api.Turn  `json:"turn"`
@@ -36,7 +39,7 @@ func (r *runner) putClaim(c claimRecord) error {
 	if err := os.MkdirAll(r.claimsDir(), 0o700); err != nil {
 		return err
 	}
-	return os.WriteFile(r.claimFile(c.Remote, c.Turn.Turn), raw, 0o600)
+	return atomicfile.WriteFileNoSync(r.claimFile(c.Remote, c.Turn.Turn), raw, 0o600)
 }
 
 func (r *runner) deleteClaim(remoteName, turn string) { _ = os.Remove(r.claimFile(remoteName, turn)) }

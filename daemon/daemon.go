@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/internal/atomicfile"
 	"github.com/nerve-agents/nerve/sense"
 	"github.com/nerve-agents/nerve/store"
 	"github.com/nerve-agents/nerve/workflow"
@@ -169,9 +170,5 @@ func (d *Daemon) config() *config.Config {
 }
 
 func writePID(path string) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
 }

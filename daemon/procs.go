@@ -7,13 +7,17 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/nerve-agents/nerve/internal/atomicfile"
 )
 
 // Adapter process groups are recorded in $NERVE_HOME/procs while they run,
 // one small file each, so a daemon restarted after a crash can kill what
-// the dead one left behind. The files are not fsynced: they only need to
-// survive the daemon's death, not the machine's, and a reboot ends the
-// processes anyway.
+// the dead one left behind. Each is replaced atomically, so a daemon dying
+// mid-write leaves no half a record (one that would not parse, and whose
+// group would live on). They are not fsynced: they only need to survive
+// the daemon's death, not the machine's, and a reboot ends the processes
+// anyway.
 
 func (r *runner) procFile(thread string, step int) string {
 	return filepath.Join(r.d.paths.Home, "procs", fmt.Sprintf("%s-%d", thread, step))
@@ -28,7 +32,7 @@ func (r *runner) RecordProc(thread string, step, pid int) {
 	}
 	path := r.procFile(thread, step)
 	_ = os.MkdirAll(filepath.Dir(path), 0o700)
-	_ = os.WriteFile(path, []byte(fmt.Sprintf("%d %s\n", pid, start)), 0o600)
+	_ = atomicfile.WriteFileNoSync(path, []byte(fmt.Sprintf("%d %s\n", pid, start)), 0o600)
 }
 
 // ForgetProc removes a record once its adapter has ended.

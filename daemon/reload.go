@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/config/validation"
 )
 
 // watchConfig hot-reloads nerve.yaml: load and validate, then swap. An
@@ -21,6 +22,20 @@ func (d *Daemon) watchConfig(ctx context.Context) {
 
 func (d *Daemon) reload() {
 	cfg, err := d.opts.Load()
+	if err == nil {
+		// nerve.yaml's problems refuse it, as `nerve validate` reports them;
+		// a broken workflow file is the workflow's problem, not the
+		// config's, and is only reported.
+		rep := validation.Check(cfg)
+		if len(rep.Config) > 0 {
+			err = rep.Config
+		}
+		for _, w := range rep.Workflows {
+			for _, p := range w.Problems {
+				d.log.Warn("workflow has a problem; nerve validate shows all", "workflow", w.Name, "err", p)
+			}
+		}
+	}
 	d.mu.Lock()
 	if err != nil {
 		d.cfgState.LastReload = err.Error()

@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nerve-agents/nerve/adapter"
 	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/config/validation"
 	"github.com/nerve-agents/nerve/internal/yamlfile"
 	"github.com/nerve-agents/nerve/store"
 	"github.com/nerve-agents/nerve/workflow"
@@ -112,14 +112,8 @@ func checkRunnable(def *workflow.Definition, cfg *config.Config) error {
 	if def.Binding != workflow.BindingLocal {
 		return usage(fmt.Sprintf("workflow %s has binding %s; run it on a remote: nerve workflow push %s REMOTE", def.Name, def.Binding, def.Name), "")
 	}
-	if err := def.CheckAdapters(cfg.HasAdapter); err != nil {
-		return err
-	}
-	for name, role := range def.Roles {
-		ac, _ := cfg.AdapterConfig(role.Adapter)
-		if err := adapter.Validate(role.Adapter, ac); err != nil {
-			return usage(fmt.Sprintf("workflow %s: role %s: %v", def.Name, name, err), "")
-		}
+	if errs := validation.RoleAdapters(def, cfg); len(errs) > 0 {
+		return errs
 	}
 	return nil
 }

@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
+
+	"github.com/nerve-agents/nerve/internal/atomicfile"
 )
 
 // AdminFile is where a running server leaves its local admin credentials:
@@ -25,23 +26,7 @@ func writeAdminFile(path string, info adminInfo) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".khala-admin-*")
-	if err != nil {
-		return fmt.Errorf("write admin file: %w", err)
-	}
-	defer os.Remove(f.Name()) // after the rename, a no-op
-	if err := f.Chmod(0o600); err == nil {
-		if _, err = f.Write(data); err == nil {
-			err = f.Sync()
-		}
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
+	if err := atomicfile.WriteFile(path, data, 0o600); err != nil {
 		return fmt.Errorf("write admin file %s: %w", path, err)
 	}
 	return nil

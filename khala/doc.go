@@ -15,8 +15,11 @@
 // too_large (413); internal (500); unavailable, timeout (503). A 200 or
 // 201 is sent only after the change is committed (fsynced).
 //
-// Beyond the table: PUT /v1/workflows/{name} takes {"source": YAML} or the
-// YAML itself with a YAML content type; a response's "error" is a string
+// Beyond the table: PUT /v1/workflows/{name} takes the definition as a JSON
+// object of its fields, as {"source": YAML}, or as the YAML itself with a
+// YAML content type; POST /v1/turns/{turn}/events {"claim", "events"}
+// adds a running turn's detections (stall, errors, malformed) to its
+// thread's trace, checked like a heartbeat; a response's "error" is a string
 // or {"kind", "message"}, and it may carry "adapter" and "usage"; a claim's
 // "wait" is "30s" or a number of seconds, capped at 60s by default; each
 // leased turn also says its "attempt"; GET /metrics (agent token) is the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"sort"
@@ -13,6 +14,9 @@ import (
 
 	"github.com/nerve-agents/nerve/khala/khaladb"
 
+	"gopkg.in/yaml.v3"
+
+	"github.com/nerve-agents/nerve/internal/yamlfile"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -102,38 +106,117 @@ func (s *Server) handleWorkflow(w http.ResponseWriter, r *http.Request, _ khalad
 	writeJSON(w, http.StatusOK, out)
 }
 
-// putWorkflowRequest is the JSON form of a publish; a YAML content type
-// sends the definition itself as the body.
-type putWorkflowRequest struct {
-	Source string `json:"source"`
+// A publish comes in one of three forms: the definition's fields as a
+// JSON object (what a client of a JSON API sends first), {"source": YAML},
+// or the YAML itself with a YAML content type. All three are checked by
+// the same parser; the stored source is YAML either way.
+
+// readDefinition returns the definition's YAML and whether it came as a
+// JSON object of fields: its errors then name fields only, since the
+// lines are of a text the client never wrote.
+func readDefinition(r *http.Request, name string) ([]byte, bool, error) {
+	if strings.Contains(r.Header.Get("Content-Type"), "yaml") {
+		b, err := io.ReadAll(r.Body)
+		return b, false, err
+	}
+	var obj map[string]any
+	if err := decodeJSON(r, &obj, false); err != nil {
+		return nil, false, err
+	}
+	if src, ok := obj["source"]; ok {
+		if len(obj) > 1 {
+			return nil, false, badRequest("send the definition as {\"source\": YAML} or as its fields, not both")
+		}
+		text, ok := src.(string)
+		if !ok {
+			return nil, false, badRequest("source: want the definition's YAML as a string")
+		}
+		return []byte(text), false, nil
+	}
+	if len(obj) == 0 {
+		return nil, true, nil
+	}
+	// The path names the workflow, and Khala hosts cloud workflows: a
+	// client need not say either again.
+	if _, ok := obj["workflow"]; !ok {
+		obj["workflow"] = name
+	}
+	if _, ok := obj["binding"]; !ok {
+		obj["binding"] = workflow.BindingCloud
+	}
+	src, err := yaml.Marshal(integers(obj))
+	if err != nil {
+		return nil, true, badRequest("the definition's fields: %v", err)
+	}
+	return src, true, nil
+}
+
+// integers turns JSON's whole numbers back into integers, so that YAML
+// writes max_tokens: 3000000 rather than 3e+06.
+func integers(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			v[k] = integers(x)
+		}
+	case []any:
+		for i, x := range v {
+			v[i] = integers(x)
+		}
+	case float64:
+		if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
+			return int64(v)
+		}
+	}
+	return v
+}
+
+// definitionError words a definition's problems for the response: every
+// one of them, each naming its field; with the line too when the client
+// sent the YAML.
+func definitionError(err error, fields bool) error {
+	var list yamlfile.Errors
+	var one *yamlfile.Error
+	switch {
+	case errors.As(err, &list):
+	case errors.As(err, &one):
+		list = yamlfile.Errors{one}
+	}
+	if len(list) == 0 {
+		return &apiError{http.StatusBadRequest, codeInvalidWF, oneLine(err.Error())}
+	}
+	msgs := make([]string, 0, len(list))
+	for _, e := range list {
+		switch {
+		case !fields:
+			msgs = append(msgs, oneLine(e.Error()))
+		case e.Field != "":
+			msgs = append(msgs, e.Field+": "+oneLine(e.Msg))
+		default:
+			msgs = append(msgs, oneLine(e.Msg))
+		}
+	}
+	return &apiError{http.StatusBadRequest, codeInvalidWF, strings.Join(msgs, "; ")}
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Split(strings.TrimSpace(s), "\n"), "; ")
 }
 
 func (s *Server) handlePutWorkflow(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
 	name := r.PathValue("name")
-	var src []byte
-	if strings.Contains(r.Header.Get("Content-Type"), "yaml") {
-		b, err := io.ReadAll(r.Body)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		src = b
-	} else {
-		var req putWorkflowRequest
-		if err := decodeJSON(r, &req, false); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		src = []byte(req.Source)
+	src, fields, err := readDefinition(r, name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	if len(strings.TrimSpace(string(src))) == 0 {
-		s.fail(w, r, badRequest("no definition: send {\"source\": YAML} or the YAML itself as application/yaml"))
+		s.fail(w, r, badRequest("no definition: send its fields as a JSON object, {\"source\": YAML}, or the YAML itself as application/yaml"))
 		return
 	}
 	def, err := workflow.ParseSource(name+".yaml", src)
 	if err != nil {
-		msg := strings.Join(strings.Split(strings.TrimSpace(err.Error()), "\n"), "; ")
-		s.fail(w, r, &apiError{http.StatusBadRequest, codeInvalidWF, msg})
+		s.fail(w, r, definitionError(err, fields))
 		return
 	}
 	if def.Name != name {

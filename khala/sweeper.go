@@ -14,11 +14,18 @@ import (
 // dueBatch is how many due turns one pass reads at a time.
 const dueBatch = 256
 
+// hintGap bounds how often a queued turn makes the sweeper look again: a
+// busy queue changes all the time, and one look covers every turn queued
+// before it.
+const hintGap = 100 * time.Millisecond
+
 // sweeper re-queues expired leases and raises idle events. It sleeps
-// until the earliest deadline storage knows of, and is poked when a claim
-// sets an earlier one; it also looks every Recheck, for deadlines set by
-// other replicas. Every change it makes is conditional on what it read,
-// so two replicas sweeping the same turn change it once.
+// until the earliest deadline storage knows of, and wakes early when one
+// may be earlier: poked when this server sets one, and on the queue's
+// Changed topic for a turn queued anywhere else (another replica, which
+// may be gone by its turn's deadline). It also looks every Recheck, since
+// hints may be lost. Every change it makes is conditional on what it
+// read, so two replicas sweeping the same turn change it once.
 type sweeper struct {
 	s    *Server
 	wake chan struct{}
@@ -42,28 +49,53 @@ func (w *sweeper) poke(t time.Time) {
 	}
 }
 
+func (w *sweeper) arm(at time.Time) {
+	w.mu.Lock()
+	w.armed = at
+	w.mu.Unlock()
+}
+
 func (w *sweeper) run(ctx context.Context) {
 	for {
-		w.mu.Lock()
-		w.armed = time.Time{}
-		w.mu.Unlock()
+		// Taken before the look, so a turn queued during it wakes the
+		// next sleep.
+		queued := w.s.store.Changed(khaladb.TopicQueue)
+		w.arm(time.Time{})
 		next := w.sweep(ctx)
+		looked := time.Now()
 		wait := w.s.opts.Recheck
 		if !next.IsZero() {
 			wait = min(wait, time.Until(next))
 		}
 		wait = max(wait, time.Millisecond)
-		w.mu.Lock()
-		w.armed = time.Now().Add(wait)
-		w.mu.Unlock()
-		timer := time.NewTimer(wait)
+		w.arm(looked.Add(wait))
+		if !w.sleep(ctx, wait, queued, looked) {
+			return
+		}
+	}
+}
+
+// sleep waits up to wait, or less when woken; a queued turn shortens the
+// wait to hintGap after the last look. It reports false when ctx is done.
+func (w *sweeper) sleep(ctx context.Context, wait time.Duration, queued <-chan struct{}, looked time.Time) bool {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
 		select {
 		case <-ctx.Done():
-			timer.Stop()
-			return
+			return false
 		case <-timer.C:
+			return true
 		case <-w.wake:
-			timer.Stop()
+			return true
+		case <-queued:
+			queued = nil
+			at := looked.Add(hintGap)
+			if !at.Before(looked.Add(wait)) {
+				continue // the timer is due sooner anyway
+			}
+			w.arm(at)
+			timer.Reset(max(time.Until(at), 0))
 		}
 	}
 }

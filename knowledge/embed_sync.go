@@ -67,21 +67,10 @@ func probeModel(ctx context.Context, db *sql.DB, e *Embedder) error {
 	if len(stored) == 4*len(vecs[0]) && dotBytes(vecs[0], stored) >= 0.99 {
 		return nil
 	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("write index: %w", err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `DELETE FROM vectors WHERE model = ?`, e.Model); err != nil {
-		return fmt.Errorf("write index: %w", err)
-	}
-	if err := bumpGen(ctx, tx); err != nil {
-		return fmt.Errorf("write index: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("write index: %w", err)
-	}
-	return nil
+	return changeVectors(ctx, db, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM vectors WHERE model = ?`, e.Model)
+		return err
+	})
 }
 
 // missingVectors returns one chunk id per distinct text lacking a vector of
@@ -151,21 +140,30 @@ func chunkTexts(ctx context.Context, db *sql.DB, ids []int64) (hashes, texts []s
 }
 
 func storeVectors(ctx context.Context, db *sql.DB, model string, hashes []string, vecs [][]float32) error {
+	return changeVectors(ctx, db, func(tx *sql.Tx) error {
+		for i, v := range vecs {
+			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO vectors(model, hash, dim, vec, bits) VALUES(?, ?, ?, ?, ?)`,
+				model, hashes[i], len(v), encodeVec(v), signBits(v)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// changeVectors runs change in one transaction that also marks the change
+// (bumpGen), as every change of vectors must.
+func changeVectors(ctx context.Context, db *sql.DB, change func(tx *sql.Tx) error) error {
 	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("write index: %w", err)
-	}
-	defer tx.Rollback()
-	for i, v := range vecs {
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO vectors(model, hash, dim, vec, bits) VALUES(?, ?, ?, ?, ?)`,
-			model, hashes[i], len(v), encodeVec(v), signBits(v)); err != nil {
-			return fmt.Errorf("write index: %w", err)
+	if err == nil {
+		defer tx.Rollback()
+		if err = change(tx); err == nil {
+			if err = bumpGen(ctx, tx); err == nil {
+				err = tx.Commit()
+			}
 		}
 	}
-	if err := bumpGen(ctx, tx); err != nil {
-		return fmt.Errorf("write index: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
+	if err != nil {
 		return fmt.Errorf("write index: %w", err)
 	}
 	return nil

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nerve-agents/nerve/internal/atomicfile"
 )
 
 // RegistryFile is the file in NERVE_HOME that remembers synced repositories.
@@ -82,34 +84,5 @@ func (r Registry) Remember(root string, at time.Time) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(r.file(), append(data, '\n'), 0o600)
-}
-
-// writeFileAtomic writes data to a temp file beside name, syncs it and
-// renames it over name, so a reader sees the old file or the new one.
-func writeFileAtomic(name string, data []byte, perm os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	return nil
+	return atomicfile.WriteFile(r.file(), append(data, '\n'), 0o600)
 }

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
+	"github.com/nerve-agents/nerve/internal/fswatch"
 
 	"github.com/nerve-agents/nerve/reflex"
 )
@@ -39,56 +39,35 @@ func (s *File) State() string { return s.state.Load().(string) }
 // Run watches until ctx is done. A file is watched through its directory,
 // so a file that does not exist yet, or is replaced by rename, is seen.
 func (s *File) Run(ctx context.Context, emit func(reflex.Signal)) error {
-	w, err := fsnotify.NewWatcher()
+	files := map[string]bool{} // watched through their directory
+	var dirs []string
+	for _, p := range s.paths {
+		p = filepath.Clean(p)
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			dirs = append(dirs, p)
+		} else {
+			files[p] = true
+			dirs = append(dirs, filepath.Dir(p))
+		}
+	}
+	w, err := fswatch.New(dirs...)
 	if err != nil {
 		s.state.Store("unavailable")
 		return fmt.Errorf("sense %s: %w", s.name, err)
 	}
 	defer w.Close()
-	files := map[string]bool{} // watched through their directory
-	for _, p := range s.paths {
-		p = filepath.Clean(p)
-		fi, err := os.Stat(p)
-		if err == nil && fi.IsDir() {
-			err = w.Add(p)
-		} else {
-			files[p] = true
-			err = w.Add(filepath.Dir(p))
-		}
-		if err != nil {
-			s.state.Store("unavailable")
-			return fmt.Errorf("sense %s: watch %s: %w", s.name, p, err)
-		}
+	w.Settle = settle
+	w.Keep = func(name string) bool {
+		return len(files) == 0 || files[name] || s.inWatchedDir(name, files)
 	}
+	w.OnError = func(err error) { s.state.Store("error: " + err.Error()) }
 	s.state.Store("watching")
-	pending := map[string]bool{}
-	var timer <-chan time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.Events:
-			if !ok {
-				return nil
-			}
-			name := filepath.Clean(ev.Name)
-			if len(files) > 0 && !files[name] && !s.inWatchedDir(name, files) {
-				continue
-			}
-			pending[name] = true
-			timer = time.After(settle)
-		case err := <-w.Errors:
-			if err != nil {
-				s.state.Store("error: " + err.Error())
-			}
-		case <-timer:
-			timer = nil
-			for p := range pending {
-				emit(reflex.Signal{Sense: s.name, At: time.Now().UTC(), Path: p})
-			}
-			pending = map[string]bool{}
+	w.Run(ctx, func(paths []string) {
+		for _, p := range paths {
+			emit(reflex.Signal{Sense: s.name, At: time.Now().UTC(), Path: p})
 		}
-	}
+	})
+	return nil
 }
 
 // inWatchedDir reports whether name is inside a directory given as a

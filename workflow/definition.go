@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -113,7 +114,8 @@ func loadFile(path string, light bool) (*Definition, error) {
 
 // Parse checks a definition. readFile resolves a moderator that names a
 // file beside the definition; nil means the moderator must be inline.
-// Adapters are checked separately (CheckAdapters): they depend on nerve.yaml.
+// Adapters are checked separately (config/validation): they depend on
+// nerve.yaml.
 func Parse(path string, data []byte, readFile func(string) ([]byte, error)) (*Definition, error) {
 	return parse(path, data, readFile, false)
 }
@@ -149,7 +151,7 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 	if len(d.Roles) == 0 {
 		bad("roles", "a workflow needs at least one role")
 	}
-	for _, name := range sortedKeys(d.Roles) {
+	for _, name := range slices.Sorted(maps.Keys(d.Roles)) {
 		r := d.Roles[name]
 		p := "roles." + name
 		if r == nil {
@@ -174,13 +176,13 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 			r.schema = s
 		}
 	}
-	for _, name := range sortedKeys(d.Inputs) {
+	for _, name := range slices.Sorted(maps.Keys(d.Inputs)) {
 		in := d.Inputs[name]
 		if in.Type == "" {
 			in.Type = "any"
 			d.Inputs[name] = in
 		}
-		if !contains(inputTypes, in.Type) {
+		if !slices.Contains(inputTypes, in.Type) {
 			bad("inputs."+name+".type", "unknown type %q (want one of %v)", in.Type, inputTypes)
 		}
 	}
@@ -271,25 +273,6 @@ func moderatorSource(field string, readFile func(string) ([]byte, error)) (strin
 	return field, nil
 }
 
-// CheckAdapters reports roles of a local workflow whose adapter does not
-// exist according to known.
-func (d *Definition) CheckAdapters(known func(string) bool) error {
-	if d.Binding != BindingLocal {
-		return nil
-	}
-	var errs yamlfile.Errors
-	for _, name := range sortedKeys(d.Roles) {
-		if a := d.Roles[name].Adapter; !known(a) {
-			errs = append(errs, &yamlfile.Error{File: d.File, Field: "roles." + name + ".adapter",
-				Msg: fmt.Sprintf("unknown adapter %q (built in: claude, codex, gemini, cursor, hermes; others are defined under adapters: in nerve.yaml)", a)})
-		}
-	}
-	if len(errs) > 0 {
-		return errs
-	}
-	return nil
-}
-
 func compileSchema(id string, meta map[string]any) (*jsonschema.Schema, error) {
 	// Round-trip through JSON: YAML gives ints and the validator wants JSON numbers.
 	raw, err := json.Marshal(meta)
@@ -306,24 +289,6 @@ func compileSchema(id string, meta map[string]any) (*jsonschema.Schema, error) {
 		return nil, err
 	}
 	return c.Compile(url)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func oneLine(s string) string {

@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/nerve-agents/nerve/internal/yamlfile"
 )
 
 const twoRoles = `workflow: pair
@@ -92,15 +90,6 @@ func TestBadDefinitions(t *testing.T) {
 				t.Fatal("a bad definition must be a config error (exit 2)")
 			}
 		})
-	}
-}
-
-func TestCheckAdapters(t *testing.T) {
-	d := mustParse(t, strings.Replace(twoRoles, "a: {adapter: example", "a: {adapter: nosuch", 1))
-	err := d.CheckAdapters(func(n string) bool { return n == "example" })
-	var fes yamlfile.Errors
-	if !errors.As(err, &fes) || len(fes) != 1 || !strings.Contains(err.Error(), `unknown adapter "nosuch"`) {
-		t.Fatalf("got %v", err)
 	}
 }
 

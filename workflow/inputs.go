@@ -2,7 +2,9 @@ package workflow
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -28,11 +30,11 @@ func (d *Definition) CheckInputs(in map[string]any) (map[string]any, error) {
 	out := make(map[string]any, len(d.Inputs))
 	for k, v := range in {
 		if _, ok := d.Inputs[k]; !ok {
-			return nil, &InputError{d.Name, k, fmt.Sprintf("is not declared (inputs: %s)", strings.Join(sortedKeys(d.Inputs), ", "))}
+			return nil, &InputError{d.Name, k, fmt.Sprintf("is not declared (inputs: %s)", strings.Join(slices.Sorted(maps.Keys(d.Inputs)), ", "))}
 		}
 		out[k] = v
 	}
-	for _, name := range sortedKeys(d.Inputs) {
+	for _, name := range slices.Sorted(maps.Keys(d.Inputs)) {
 		spec := d.Inputs[name]
 		v, ok := out[name]
 		if !ok {

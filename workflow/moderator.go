@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -157,7 +159,7 @@ func turnOf(d *Definition, v map[string]any) (Turn, string) {
 		return Turn{}, fmt.Sprintf("returned %s: no role (want {role, instruction}, {done: true} or {fail: reason})", short(v))
 	}
 	if _, ok := d.Roles[role]; !ok {
-		return Turn{}, fmt.Sprintf("named role %q, which %s does not define (roles: %s)", role, d.Name, strings.Join(sortedKeys(d.Roles), ", "))
+		return Turn{}, fmt.Sprintf("named role %q, which %s does not define (roles: %s)", role, d.Name, strings.Join(slices.Sorted(maps.Keys(d.Roles)), ", "))
 	}
 	instr := ""
 	if x, ok := v["instruction"]; ok && x != nil {

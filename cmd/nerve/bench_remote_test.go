@@ -38,7 +38,7 @@ func benchRemoteTurn(b *testing.B, watched bool) {
 	defer os.RemoveAll(home)
 	env := append(os.Environ(), "NERVE_HOME="+home)
 	run := func(args ...string) string {
-		cmd := exec.Command(nerveBin, args...)
+		cmd := exec.Command(nerveBin(b), args...)
 		cmd.Env = env
 		out, err := cmd.Output()
 		if err != nil {
@@ -178,7 +178,7 @@ func BenchmarkIdleDaemonWithRemote(b *testing.B) {
 	defer os.RemoveAll(home)
 	env := append(os.Environ(), "NERVE_HOME="+home)
 	run := func(args ...string) {
-		cmd := exec.Command(nerveBin, args...)
+		cmd := exec.Command(nerveBin(b), args...)
 		cmd.Env = env
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("nerve %v: %v\n%s", args, err, out)

@@ -20,7 +20,7 @@ func BenchmarkCLI(b *testing.B) {
 	defer os.RemoveAll(home)
 	env := append(os.Environ(), "NERVE_HOME="+home)
 	run := func(b *testing.B, args ...string) {
-		cmd := exec.Command(nerveBin, args...)
+		cmd := exec.Command(nerveBin(b), args...)
 		cmd.Env = env
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("nerve %v: %v\n%s", args, err, out)

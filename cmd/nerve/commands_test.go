@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nerve-agents/nerve/workflow"
@@ -98,34 +99,38 @@ func TestProgressRendering(t *testing.T) {
 // when a lease ran out, and says so when a queued turn waits unclaimed
 // (nobody serves the remote).
 func TestProgressRemote(t *testing.T) {
-	defer func(d time.Duration) { unclaimedHint = d }(unclaimedHint)
-	unclaimedHint = 50 * time.Millisecond
-	now := time.Now()
-	io, _, errOut := TestStreams()
-	p := newProgress(io, "origin/code-review#thread-1")
-	p.remote = "origin"
-	p.Event(workflow.Event{Type: khalaTurnQueued, Step: 1, Role: "author", At: now})
-	p.Event(workflow.Event{Type: workflow.EventTurnStarted, Step: 1, Role: "author", Agent: "laptop-1", At: now})
-	p.Event(workflow.Event{Type: khalaTurnExpired, Step: 1, Role: "author", Agent: "laptop-1", At: now})
-	time.Sleep(200 * time.Millisecond) // the hint of step 1's second wait
-	p.Event(workflow.Event{Type: workflow.EventTurnStarted, Step: 1, Role: "author", Agent: "desk-2", At: now})
-	p.Event(workflow.Event{Type: workflow.EventTurnAnswered, Step: 1, Role: "author", Agent: "desk-2", Adapter: "claude", At: now})
-	p.Event(workflow.Event{Type: khalaTurnQueued, Step: 2, Role: "reviewer", At: now})
-	p.Close()
-	time.Sleep(100 * time.Millisecond) // a hint after Close would show now
-	got := errOut.String()
-	for _, want := range []string{
-		"step 1  author  started (laptop-1)",
-		"step 1  author  the lease of laptop-1 ran out; queued again",
-		"step 1  author  waiting 50ms for an agent to claim it; agents serve origin with a running daemon",
-		"step 1  author  started (desk-2)",
-		"step 1  author  answered in 0ms (claude)",
-	} {
-		if !strings.Contains(got, want) {
-			t.Fatalf("remote progress lacks %q:\n%s", want, got)
+	// In a bubble the hint's timer runs on the bubble's clock: waiting
+	// out unclaimedHint costs no time, and what has fired is settled.
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Now()
+		io, _, errOut := TestStreams()
+		p := newProgress(io, "origin/code-review#thread-1")
+		p.remote = "origin"
+		p.Event(workflow.Event{Type: khalaTurnQueued, Step: 1, Role: "author", At: now})
+		p.Event(workflow.Event{Type: workflow.EventTurnStarted, Step: 1, Role: "author", Agent: "laptop-1", At: now})
+		p.Event(workflow.Event{Type: khalaTurnExpired, Step: 1, Role: "author", Agent: "laptop-1", At: now})
+		time.Sleep(unclaimedHint + time.Second) // step 1's second wait outlasts the hint
+		synctest.Wait()
+		p.Event(workflow.Event{Type: workflow.EventTurnStarted, Step: 1, Role: "author", Agent: "desk-2", At: now})
+		p.Event(workflow.Event{Type: workflow.EventTurnAnswered, Step: 1, Role: "author", Agent: "desk-2", Adapter: "claude", At: now})
+		p.Event(workflow.Event{Type: khalaTurnQueued, Step: 2, Role: "reviewer", At: now})
+		p.Close()
+		time.Sleep(2 * unclaimedHint) // a hint armed past Close would show now
+		synctest.Wait()
+		got := errOut.String()
+		for _, want := range []string{
+			"step 1  author  started (laptop-1)",
+			"step 1  author  the lease of laptop-1 ran out; queued again",
+			"step 1  author  waiting 10.0s for an agent to claim it; agents serve origin with a running daemon",
+			"step 1  author  started (desk-2)",
+			"step 1  author  answered in 0ms (claude)",
+		} {
+			if !strings.Contains(got, want) {
+				t.Fatalf("remote progress lacks %q:\n%s", want, got)
+			}
 		}
-	}
-	if strings.Count(got, "waiting") != 1 {
-		t.Fatalf("want one hint (step 1's second wait), got:\n%s", got)
-	}
+		if strings.Count(got, "waiting") != 1 {
+			t.Fatalf("want one hint (step 1's second wait), got:\n%s", got)
+		}
+	})
 }

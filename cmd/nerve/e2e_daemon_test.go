@@ -87,7 +87,7 @@ echo "answer $NERVE_STEP"
 	// A foreground daemon, so its exit status is ours to see.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	d := exec.CommandContext(ctx, nerveBin, "daemon")
+	d := exec.CommandContext(ctx, nerveBin(t), "daemon")
 	d.Env = append(os.Environ(), "NERVE_HOME="+e.home)
 	logf, _ := os.Create(filepath.Join(e.home, "fg.log"))
 	defer logf.Close()
@@ -143,7 +143,7 @@ func TestE2ECancelKillsTheAdapterGroup(t *testing.T) {
 func TestE2EThreadOutlivesTheCLI(t *testing.T) {
 	e := newEnv(t)
 	def := slowWorkflow(e, 2, "sleep 2\necho done\n")
-	cmd := exec.Command(nerveBin, "workflow", "run", def)
+	cmd := exec.Command(nerveBin(t), "workflow", "run", def)
 	cmd.Env = append(os.Environ(), "NERVE_HOME="+e.home)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -239,5 +239,52 @@ reflexes:
 	st := e.must(0, "daemon", "status", "--json")
 	if !strings.Contains(st.stdout, `"name":"tick"`) {
 		t.Fatalf("status: %s", st)
+	}
+}
+
+// Ctrl-C ends daemon stop's wait for the daemon's exit, not the shutdown:
+// exit 130 and one line saying the daemon goes on stopping.
+func TestE2EDaemonStopCtrlC(t *testing.T) {
+	e := newEnv(t)
+	marker := "nerve-test-stopint-" + filepath.Base(e.home)
+	def := slowWorkflow(e, 1, fmt.Sprintf("exec sh -c 'sleep 300' %s\n", marker))
+	// A grace long enough that the daemon is still draining when we interrupt.
+	cfg, _ := os.ReadFile(filepath.Join(e.home, "nerve.yaml"))
+	e.write("nerve.yaml", strings.Replace(string(cfg), "shutdown_grace: 3s", "shutdown_grace: 60s", 1))
+	e.must(0, "workflow", "run", def, "--detach")
+	waitFor(t, "the turn", func() bool { return len(processesWith(marker)) == 1 })
+	pid := e.daemonPID()
+	t.Cleanup(func() {
+		syscall.Kill(pid, syscall.SIGKILL)
+		for _, p := range processesWith(marker) {
+			syscall.Kill(-p, syscall.SIGKILL)
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+	})
+
+	stop := exec.Command(nerveBin(t), "daemon", "stop")
+	stop.Env = append(os.Environ(), "NERVE_HOME="+e.home)
+	var out, errb strings.Builder
+	stop.Stdout, stop.Stderr = &out, &errb
+	if err := stop.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The daemon logs that it is shutting down (draining the turn for
+	// its grace): daemon stop has asked and is waiting.
+	waitFor(t, "the daemon to start shutting down", func() bool {
+		log, _ := os.ReadFile(filepath.Join(e.home, "nerve.log"))
+		return strings.Contains(string(log), "shutting down")
+	})
+	stop.Process.Signal(os.Interrupt)
+	err := stop.Wait()
+	if code := stop.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("daemon stop after Ctrl-C: exit %d (%v), want 130\nstdout: %s\nstderr: %s", code, err, out.String(), errb.String())
+	}
+	want := fmt.Sprintf("stopped waiting; the daemon (pid %d) goes on shutting down ('nerve daemon status' shows when it is gone)\n", pid)
+	if errb.String() != want || out.String() != "" {
+		t.Fatalf("daemon stop after Ctrl-C:\nstdout: %q\nstderr: %q\nwant stderr %q", out.String(), errb.String(), want)
+	}
+	if syscall.Kill(pid, 0) != nil {
+		t.Fatal("the daemon exited: the test interrupted nothing")
 	}
 }

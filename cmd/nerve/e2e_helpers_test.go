@@ -10,35 +10,45 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// nerveBin is the real nerve binary, built once by TestMain (with -race
-// when the tests run with it), so end-to-end tests start real daemons and
-// real adapter processes.
-var nerveBin string
+// binDir holds the real nerve binary of this test process (removed by
+// TestMain when the tests end).
+var binDir = filepath.Join(os.TempDir(), fmt.Sprintf("nerve-test-bin-%d", os.Getpid()))
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "nerve-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	nerveBin = filepath.Join(dir, "nerve")
-	args := []string{"build", "-o", nerveBin}
+// buildNerve builds the real nerve binary once, on first use (with -race
+// when the tests run with it), so end-to-end tests start real daemons and
+// real adapter processes and unit tests build nothing.
+var buildNerve = sync.OnceValues(func() (string, error) {
+	bin := filepath.Join(binDir, "nerve")
+	args := []string{"build", "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	build := exec.Command("go", append(args, ".")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build nerve:", err)
-		os.Exit(1)
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build nerve: %v\n%s", err, out)
 	}
+	return bin, nil
+})
+
+// nerveBin is the path of the real nerve binary.
+func nerveBin(tb testing.TB) string {
+	tb.Helper()
+	bin, err := buildNerve()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bin
+}
+
+func TestMain(m *testing.M) {
 	code := m.Run()
-	os.RemoveAll(dir)
+	os.RemoveAll(binDir)
 	os.Exit(code)
 }
 
@@ -113,7 +123,7 @@ func (e *env) run(args ...string) result {
 func (e *env) runCtx(ctx context.Context, args ...string) result {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, nerveBin, args...)
+	cmd := exec.CommandContext(ctx, nerveBin(e.t), args...)
 	cmd.Env = append(os.Environ(), "NERVE_HOME="+e.home)
 	cmd.Env = append(cmd.Env, e.extra...)
 	cmd.Dir = e.home

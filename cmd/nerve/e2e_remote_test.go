@@ -31,7 +31,7 @@ func startKhala(t testing.TB) *khalaServer {
 	l.Close()
 	dir := t.TempDir()
 	s := &khalaServer{url: "http://" + addr, db: filepath.Join(dir, "khala.db")}
-	s.cmd = exec.Command(nerveBin, "khala", "serve", "--addr", addr, "--db", s.db)
+	s.cmd = exec.Command(nerveBin(t), "khala", "serve", "--addr", addr, "--db", s.db)
 	s.cmd.Env = append(os.Environ(), "NERVE_HOME="+dir)
 	logf, _ := os.Create(filepath.Join(dir, "khala.log"))
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
@@ -62,7 +62,7 @@ func startKhala(t testing.TB) *khalaServer {
 
 func (s *khalaServer) enrollToken(t testing.TB, uses int) string {
 	t.Helper()
-	out, err := exec.Command(nerveBin, "khala", "enroll-token", "--db", s.db, "--uses", fmt.Sprint(uses)).Output()
+	out, err := exec.Command(nerveBin(t), "khala", "enroll-token", "--db", s.db, "--uses", fmt.Sprint(uses)).Output()
 	if err != nil {
 		t.Fatalf("enroll-token: %v", err)
 	}
@@ -227,7 +227,7 @@ func TestE2EInitAgainstKhala(t *testing.T) {
 	k := startKhala(t)
 	e := newEnv(t)
 	e.write("nerve.yaml", "agent: {name: solo}\n")
-	r := e.must(2, "init", "--remote", "origin="+k.url, "--enroll-token", "khala_enroll_wrong")
+	r := e.must(1, "init", "--remote", "origin="+k.url, "--enroll-token", "khala_enroll_wrong")
 	if !strings.Contains(r.stderr, "refused the enrollment token") || !strings.Contains(r.stderr, "hint: ") {
 		t.Fatalf("wrong enrollment token: %s", r)
 	}
@@ -236,13 +236,14 @@ func TestE2EInitAgainstKhala(t *testing.T) {
 	}
 	tok := k.enrollToken(t, 1)
 	e.must(0, "init", "--remote", "origin="+k.url, "--enroll-token", tok)
-	r = e.must(2, "init", "--remote", "origin="+k.url, "--enroll-token", tok)
+	used := newEnv(t)
+	r = used.must(1, "init", "--name", "second", "--remote", "origin="+k.url, "--enroll-token", tok)
 	if !strings.Contains(r.stderr, "refused the enrollment token") {
 		t.Fatalf("a used token: %s", r)
 	}
 	other := newEnv(t)
 	other.write("nerve.yaml", "agent: {name: solo}\n")
-	r = other.must(2, "init", "--remote", "origin="+k.url, "--enroll-token", k.enrollToken(t, 1))
+	r = other.must(1, "init", "--remote", "origin="+k.url, "--enroll-token", k.enrollToken(t, 1))
 	if !strings.Contains(r.stderr, "already has an agent called solo") {
 		t.Fatalf("a taken name: %s", r)
 	}

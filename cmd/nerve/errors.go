@@ -59,3 +59,14 @@ func hintOf(err error) string {
 	}
 	return ""
 }
+
+// failedError is work that failed for a reason worth a hint (a remote
+// refused): exit 1.
+type failedError struct {
+	msg  string
+	hint string
+}
+
+func (e *failedError) Error() string { return e.msg }
+func (e *failedError) ExitCode() int { return exitFailed }
+func (e *failedError) Hint() string  { return e.hint }

@@ -15,26 +15,39 @@ import (
 // run where no agent CLI is installed. It behaves like a real one: it
 // reads its prompt on stdin and the thread's history by running `nerve
 // thread messages`, and answers with text and a fenced json block.
-func newCmdExampleAgent(f *Factory) *cobra.Command {
+func newCmdExampleAgent(f *Factory, runF func(*exampleAgentOptions) error) *cobra.Command {
+	opts := &exampleAgentOptions{}
 	return &cobra.Command{
 		Use:    "example-agent",
 		Short:  "A deterministic agent for the examples (reads its prompt on stdin)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			prompt, err := io.ReadAll(io.LimitReader(f.IO.In, 1<<20))
-			if err != nil {
-				return err
+			opts.Role = f.Getenv("NERVE_ROLE")
+			if runF != nil {
+				return runF(opts)
 			}
-			role := f.Getenv("NERVE_ROLE")
-			history, err := exampleHistory(f)
-			if err != nil {
-				return err
-			}
-			fmt.Fprint(f.IO.Out, exampleAnswer(role, string(prompt), history))
-			return nil
+			return exampleAgentRun(f, opts)
 		},
 	}
+}
+
+type exampleAgentOptions struct {
+	// Role is the role it plays ($NERVE_ROLE).
+	Role string
+}
+
+func exampleAgentRun(f *Factory, opts *exampleAgentOptions) error {
+	prompt, err := io.ReadAll(io.LimitReader(f.IO.In, 1<<20))
+	if err != nil {
+		return err
+	}
+	history, err := exampleHistory(f)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(f.IO.Out, exampleAnswer(opts.Role, string(prompt), history))
+	return nil
 }
 
 // exampleHistory asks nerve for the thread so far, the way an agent would.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	nerve "github.com/nerve-agents/nerve"
@@ -27,9 +28,18 @@ type check struct {
 	Kind   string `json:"kind"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
-	Hint   string `json:"hint,omitempty"`
+	Hint   string `json:"hint"`
 	// Needed checks decide the exit status; the rest are warnings.
 	Needed bool `json:"needed"`
+}
+
+// MarshalJSON writes every key, a missing hint as null.
+func (c check) MarshalJSON() ([]byte, error) {
+	type plain check
+	return json.Marshal(struct {
+		plain
+		Hint *string `json:"hint"`
+	}{plain(c), nullable(c.Hint)})
 }
 
 type initReport struct {
@@ -55,10 +65,6 @@ something a workflow or reflex needs is missing; other problems are warnings.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			if opts.Example {
-				_, err := f.IO.Out.Write(nerve.ExampleConfig)
-				return err
-			}
 			return initRun(cmd.Context(), f, opts)
 		},
 	}
@@ -71,12 +77,19 @@ something a workflow or reflex needs is missing; other problems are warnings.`,
 }
 
 func initRun(ctx context.Context, f *Factory, opts *initOptions) error {
+	if opts.Example {
+		_, err := f.IO.Out.Write(nerve.ExampleConfig)
+		return err
+	}
 	var remoteName, remoteURL string
 	if opts.Remote != "" {
 		var ok bool
 		remoteName, remoteURL, ok = strings.Cut(opts.Remote, "=")
 		if !ok || remoteName == "" || remoteURL == "" {
 			return usageErrorf("write --remote NAME=URL, e.g. origin=http://127.0.0.1:7700", "bad --remote %q", opts.Remote)
+		}
+		if err := checkRemote("--remote", remoteName, remoteURL); err != nil {
+			return err
 		}
 	}
 	if opts.EnrollToken != "" && remoteName == "" {
@@ -119,17 +132,15 @@ func initRun(ctx context.Context, f *Factory, opts *initOptions) error {
 	}
 	if opts.EnrollToken != "" {
 		// Enroll first: a refused token leaves nerve.yaml as it was.
-		c := remote.New(remoteName, remoteURL, "")
-		tok, err := c.Enroll(ctx, opts.EnrollToken, cfg.Agent.Name)
+		detail, err := enroll(ctx, home, remoteName, remoteURL, opts.EnrollToken, cfg.Agent.Name)
 		if err != nil {
-			return enrollError(err, remoteName, cfg.Agent.Name)
+			return err
 		}
-		if err := remote.SaveToken(home, remoteName, tok); err != nil {
-			return fmt.Errorf("store the agent token: %w", err)
-		}
-		step("enrolled", fmt.Sprintf("as %s with %s; token in %s (0600)", cfg.Agent.Name, remoteName, displayPath(paths.Home+"/tokens/"+remoteName)))
+		step("enrolled", detail)
 	}
-	if remoteName != "" {
+	if r, ok := cfg.Remotes[remoteName]; ok && r.URL == remoteURL {
+		step("remote "+remoteName, remoteURL+" in "+displayPath(cfgPath)+" (left as it is)")
+	} else if remoteName != "" {
 		if err := config.SetRemote(cfgPath, remoteName, remoteURL); err != nil {
 			return err
 		}
@@ -158,13 +169,36 @@ func initRun(ctx context.Context, f *Factory, opts *initOptions) error {
 	return nil
 }
 
+// enroll enrolls this agent as name with the remote at url, unless the
+// token it already holds for that remote is accepted there: running init
+// again must not spend another enrollment token. It says what it did.
+func enroll(ctx context.Context, home, remoteName, url, enrollToken, name string) (string, error) {
+	if tok, _ := remote.LoadToken(home, remoteName); tok != "" {
+		c := remote.New(remoteName, url, tok)
+		c.Retries = 0
+		if agent, err := c.Me(ctx); err == nil {
+			return fmt.Sprintf("already enrolled as %s with %s; the enrollment token was not used", agent, remoteName), nil
+		}
+	}
+	tok, err := remote.New(remoteName, url, "").Enroll(ctx, enrollToken, name)
+	if err != nil {
+		return "", enrollError(err, remoteName, name)
+	}
+	if err := remote.SaveToken(home, remoteName, tok); err != nil {
+		return "", fmt.Errorf("store the agent token: %w", err)
+	}
+	return fmt.Sprintf("as %s with %s; token in %s (0600)", name, remoteName, displayPath(filepath.Join(home, "tokens", remoteName))), nil
+}
+
+// enrollError says why a remote refused to enroll this agent: the work
+// failed (exit 1), though what to do about it is the user's.
 func enrollError(err error, remoteName, agent string) error {
 	switch {
 	case remote.IsStatus(err, 401):
-		return &usageError{msg: fmt.Sprintf("remote %s refused the enrollment token (used up, expired or wrong)", remoteName),
+		return &failedError{msg: fmt.Sprintf("remote %s refused the enrollment token (used up, expired or wrong)", remoteName),
 			hint: "ask the server's operator for a new one: nerve khala enroll-token"}
 	case remote.IsStatus(err, 409):
-		return &usageError{msg: fmt.Sprintf("remote %s already has an agent called %s", remoteName, agent),
+		return &failedError{msg: fmt.Sprintf("remote %s already has an agent called %s", remoteName, agent),
 			hint: "pick another name with --name"}
 	}
 	return err

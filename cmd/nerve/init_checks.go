@@ -12,6 +12,7 @@ import (
 
 	"github.com/nerve-agents/nerve/adapter"
 	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/config/validation"
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -21,14 +22,14 @@ import (
 func availability(ctx context.Context, f *Factory, cfg *config.Config) []check {
 	var out []check
 	neededAdapters := map[string]string{} // adapter -> who needs it
-	for _, e := range workflow.Discover(cfg.Workflows) {
-		if e.Err != nil {
+	for _, e := range validation.Check(cfg).Workflows {
+		if len(e.Problems) > 0 {
 			out = append(out, check{Name: "workflow " + e.Name, Kind: "workflow", Needed: true,
-				Detail: firstLine(e.Err.Error()), Hint: "nerve validate shows every problem"})
-			continue
+				Detail: firstLine(e.Problems.Error()), Hint: "nerve validate shows every problem"})
+		} else {
+			out = append(out, check{Name: "workflow " + e.Name, Kind: "workflow", OK: true, Needed: true, Detail: displayPath(e.File)})
 		}
-		out = append(out, check{Name: "workflow " + e.Name, Kind: "workflow", OK: true, Needed: true, Detail: displayPath(e.File)})
-		if e.Def.Binding != workflow.BindingLocal {
+		if e.Def == nil || e.Def.Binding != workflow.BindingLocal {
 			continue
 		}
 		for role, r := range e.Def.Roles {

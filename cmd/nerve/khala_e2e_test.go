@@ -54,7 +54,7 @@ func khStart(tb testing.TB, home, db string, extra ...string) *khProc {
 func khStartEnv(tb testing.TB, env []string, args ...string) *khProc {
 	tb.Helper()
 	args = append([]string{"khala", "serve", "--addr", "127.0.0.1:0"}, args...)
-	cmd := exec.Command(nerveBin, args...)
+	cmd := exec.Command(nerveBin(tb), args...)
 	cmd.Env = append(os.Environ(), env...)
 	p := &khProc{cmd: cmd, stderr: &khLockedBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
@@ -177,7 +177,7 @@ func khSetup(tb testing.TB, agents int) (*khProc, []*khClient, string) {
 	tb.Cleanup(func() { os.RemoveAll(home) })
 	db := filepath.Join(home, "khala.db")
 	p := khStart(tb, home, db)
-	out, err := exec.Command(nerveBin, "khala", "enroll-token", "--db", db, "--uses", fmt.Sprint(agents)).Output()
+	out, err := exec.Command(nerveBin(tb), "khala", "enroll-token", "--db", db, "--uses", fmt.Sprint(agents)).Output()
 	if err != nil {
 		tb.Fatalf("enroll-token: %v", err)
 	}
@@ -267,18 +267,18 @@ func TestKhalaServeProcess(t *testing.T) {
 	p, agents, db := khSetup(t, 1)
 	home := filepath.Dir(db)
 	// A second server on the same file: exit 1, with a hint.
-	cmd := exec.Command(nerveBin, "khala", "serve", "--addr", "127.0.0.1:0", "--db", db)
+	cmd := exec.Command(nerveBin(t), "khala", "serve", "--addr", "127.0.0.1:0", "--db", db)
 	cmd.Env = append(os.Environ(), "NERVE_HOME="+home)
 	out, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "locked by another process") || !strings.Contains(string(out), "hint:") {
 		t.Fatalf("second serve: %v\n%s", err, out)
 	}
-	out, err = exec.Command(nerveBin, "khala", "serve", "--postgres", "postgres://x", "--db", db).CombinedOutput()
+	out, err = exec.Command(nerveBin(t), "khala", "serve", "--postgres", "postgres://x", "--db", db).CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
 		t.Fatalf("--postgres with --db: %v\n%s", err, out)
 	}
 	// enroll-token while serving goes through the server.
-	cmd = exec.Command(nerveBin, "khala", "enroll-token", "--db", db)
+	cmd = exec.Command(nerveBin(t), "khala", "enroll-token", "--db", db)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if _, err := cmd.Output(); err != nil || !strings.Contains(stderr.String(), "issued by the server") {
@@ -302,7 +302,7 @@ func TestKhalaServeProcess(t *testing.T) {
 		t.Fatalf("log:\n%s", log)
 	}
 	// With no server, enroll-token writes the file itself.
-	cmd = exec.Command(nerveBin, "khala", "enroll-token", "--db", db)
+	cmd = exec.Command(nerveBin(t), "khala", "enroll-token", "--db", db)
 	stderr.Reset()
 	cmd.Stderr = &stderr
 	if _, err := cmd.Output(); err != nil || !strings.Contains(stderr.String(), "written to") {

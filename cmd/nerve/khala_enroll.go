@@ -86,7 +86,16 @@ func khalaEnrollRun(ctx context.Context, opts *khalaEnrollOptions) error {
 		return khalaServeError(err)
 	}
 	if opts.JSON {
-		return json.NewEncoder(opts.IO.Out).Encode(resp)
+		// Every key, expires_at null for a token that does not expire.
+		out := struct {
+			Token     string     `json:"token"`
+			Uses      int        `json:"uses"`
+			ExpiresAt *time.Time `json:"expires_at"`
+		}{Token: resp.Token, Uses: resp.Uses}
+		if !resp.ExpiresAt.IsZero() {
+			out.ExpiresAt = &resp.ExpiresAt
+		}
+		return json.NewEncoder(opts.IO.Out).Encode(out)
 	}
 	// The token alone on stdout, so T=$(nerve khala enroll-token) works.
 	fmt.Fprintln(opts.IO.Out, resp.Token)

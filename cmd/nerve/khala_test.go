@@ -45,23 +45,31 @@ func TestKhalaServeFlags(t *testing.T) {
 
 func TestKhalaServeUsageErrors(t *testing.T) {
 	ios, _, _ := TestStreams()
-	for _, o := range []khalaServeOptions{
-		{IO: ios, Postgres: "postgres://u:pw@host:notaport/db", LogLevel: "info", MaxBody: 4096, Addr: "127.0.0.1:0"},
-		{IO: ios, Postgres: "host=h port=5432 password=pw sslmode=bogus", LogLevel: "info", MaxBody: 4096, Addr: "127.0.0.1:0"},
-		{IO: ios, Postgres: "postgres://h/db", PoolSize: -1, LogLevel: "info", MaxBody: 4096, Addr: ":1"},
-		{IO: ios, Postgres: "postgres://h/db", PoolSize: 5000, LogLevel: "info", MaxBody: 4096, Addr: ":1"},
-		{IO: ios, DB: "/x/k.db", PoolSize: 5, LogLevel: "info", MaxBody: 4096, Addr: ":1"},
-		{IO: ios, LogLevel: "chatty", MaxBody: 4096, Addr: ":1"},
-		{IO: ios, LogLevel: "info", MaxBody: 10, Addr: ":1"},
-		{IO: ios, LogLevel: "info", MaxBody: 4096, Addr: "nonsense"},
-	} {
-		err := khalaServeRun(context.Background(), &o)
-		if exitCodeOf(err) != exitUsage || hintOf(err) == "" {
-			t.Errorf("%+v: want a usage error with a hint, got %v", o, err)
-		}
-		if err != nil && strings.Contains(err.Error(), "pw") {
-			t.Errorf("the password is in the error: %v", err)
-		}
+	tests := []struct {
+		name string
+		opts khalaServeOptions
+	}{
+		{"DSN with a bad port", khalaServeOptions{Postgres: "postgres://u:pw@host:notaport/db", LogLevel: "info", MaxBody: 4096, Addr: "127.0.0.1:0"}},
+		{"DSN with a bad sslmode", khalaServeOptions{Postgres: "host=h port=5432 password=pw sslmode=bogus", LogLevel: "info", MaxBody: 4096, Addr: "127.0.0.1:0"}},
+		{"negative pool", khalaServeOptions{Postgres: "postgres://h/db", PoolSize: -1, LogLevel: "info", MaxBody: 4096, Addr: ":1"}},
+		{"pool too large", khalaServeOptions{Postgres: "postgres://h/db", PoolSize: 5000, LogLevel: "info", MaxBody: 4096, Addr: ":1"}},
+		{"pool without postgres", khalaServeOptions{DB: "/x/k.db", PoolSize: 5, LogLevel: "info", MaxBody: 4096, Addr: ":1"}},
+		{"unknown log level", khalaServeOptions{LogLevel: "chatty", MaxBody: 4096, Addr: ":1"}},
+		{"body limit too small", khalaServeOptions{LogLevel: "info", MaxBody: 10, Addr: ":1"}},
+		{"address without a port", khalaServeOptions{LogLevel: "info", MaxBody: 4096, Addr: "nonsense"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := tt.opts
+			o.IO = ios
+			err := khalaServeRun(context.Background(), &o)
+			if exitCodeOf(err) != exitUsage || hintOf(err) == "" {
+				t.Errorf("want a usage error with a hint, got %v", err)
+			}
+			if err != nil && strings.Contains(err.Error(), "pw") {
+				t.Errorf("the password is in the error: %v", err)
+			}
+		})
 	}
 }
 

@@ -32,7 +32,7 @@ type progress struct {
 
 // unclaimedHint is how long a remote turn waits unclaimed before progress
 // says that no agent seems to serve the queue.
-var unclaimedHint = 10 * time.Second
+const unclaimedHint = 10 * time.Second
 
 func newProgress(io *IOStreams, ref string) *progress {
 	p := &progress{io: io, ref: ref, tty: io.IsTTY(), start: time.Now(), running: map[int]workflow.Event{},

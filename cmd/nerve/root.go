@@ -17,12 +17,12 @@ func newCmdRoot(f *Factory) *cobra.Command {
 		return usageErrorf("see 'nerve "+c.Name()+" --help'", "%s", err.Error())
 	})
 	root.AddCommand(
-		newCmdVersion(f),
-		newCmdValidate(f),
+		newCmdVersion(f, nil),
+		newCmdValidate(f, nil),
 		newCmdWorkflow(f),
 		newCmdThread(f),
-		newCmdDaemon(f),
-		newCmdExampleAgent(f),
+		newCmdDaemon(f, nil),
+		newCmdExampleAgent(f, nil),
 		newCmdInit(f, nil),
 		newCmdRemote(f),
 		newCmdKhala(f),

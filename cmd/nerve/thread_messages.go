@@ -87,24 +87,14 @@ func threadMessagesRun(ctx context.Context, f *Factory, opts *threadMessagesOpti
 		if err != nil {
 			return err
 		}
-		if ref.Remote != "" {
-			c, err := remoteClient(f, ref.Remote)
-			if err != nil {
-				return err
-			}
-			if msgs, err = c.Messages(ctx, ref.Thread, filter); err != nil {
-				return remoteUsage(err)
-			}
-			return printMessages(f, msgs, opts.JSON)
-		}
-		c, err := f.daemonClient(ctx)
+		src, err := f.threadSource(ctx, ref)
 		if err != nil {
 			return err
 		}
-		if _, err := threadOf(ctx, c, ref); err != nil {
+		if _, err := threadOf(ctx, src, ref); err != nil {
 			return err
 		}
-		if msgs, err = c.Messages(ctx, ref.Thread, filter); err != nil {
+		if msgs, err = src.Messages(ctx, ref.Thread, filter); err != nil {
 			return err
 		}
 	}
@@ -115,7 +105,7 @@ func printMessages(f *Factory, msgs []workflow.Message, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(f.IO.Out)
 		for _, m := range msgs {
-			if err := enc.Encode(m); err != nil {
+			if err := enc.Encode(newMessageJSON(m)); err != nil {
 				return err
 			}
 		}

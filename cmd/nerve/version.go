@@ -9,9 +9,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Set by -ldflags "-X main.version=... -X main.commit=...".
+// Set by `make build`: -ldflags "-X main.version=$(git describe --tags
+// --always --dirty) -X main.commit=$(git rev-parse HEAD)".
 var (
-	version = "dev"
+	version = ""
 	commit  = ""
 )
 
@@ -22,15 +23,39 @@ type versionInfo struct {
 }
 
 func currentVersion() versionInfo {
+	bi, _ := debug.ReadBuildInfo()
+	return versionOf(version, commit, bi)
+}
+
+// versionOf is what a binary says it is: what the linker was told (make
+// build), else what the go command stamped into it (go install of a
+// version: the module's version; go build in a clone: vcs.revision and
+// vcs.modified), else "dev" and "unknown".
+func versionOf(version, commit string, bi *debug.BuildInfo) versionInfo {
 	v := versionInfo{Version: version, Commit: commit, Go: runtime.Version()}
-	if v.Commit == "" {
-		if bi, ok := debug.ReadBuildInfo(); ok {
-			for _, s := range bi.Settings {
-				if s.Key == "vcs.revision" {
-					v.Commit = s.Value
-				}
+	if bi != nil {
+		var rev string
+		var modified bool
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
 			}
 		}
+		if v.Commit == "" && rev != "" {
+			v.Commit = rev
+			if modified {
+				v.Commit += "-dirty"
+			}
+		}
+		if mv := bi.Main.Version; v.Version == "" && mv != "" && mv != "(devel)" {
+			v.Version = mv
+		}
+	}
+	if v.Version == "" {
+		v.Version = "dev"
 	}
 	if v.Commit == "" {
 		v.Commit = "unknown"
@@ -38,21 +63,32 @@ func currentVersion() versionInfo {
 	return v
 }
 
-func newCmdVersion(f *Factory) *cobra.Command {
-	var asJSON bool
+type versionOptions struct {
+	JSON bool
+}
+
+func newCmdVersion(f *Factory, runF func(*versionOptions) error) *cobra.Command {
+	opts := &versionOptions{}
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print nerve's version, commit and Go version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			v := currentVersion()
-			if asJSON {
-				return json.NewEncoder(f.IO.Out).Encode(v)
+			if runF != nil {
+				return runF(opts)
 			}
-			fmt.Fprintf(f.IO.Out, "nerve %s (commit %s, %s)\n", v.Version, v.Commit, v.Go)
-			return nil
+			return versionRun(f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as JSON")
 	return cmd
+}
+
+func versionRun(f *Factory, opts *versionOptions) error {
+	v := currentVersion()
+	if opts.JSON {
+		return json.NewEncoder(f.IO.Out).Encode(v)
+	}
+	fmt.Fprintf(f.IO.Out, "nerve %s (commit %s, %s)\n", v.Version, v.Commit, v.Go)
+	return nil
 }

@@ -16,7 +16,7 @@ func newCmdWorkflow(f *Factory) *cobra.Command {
 		Use:   "workflow",
 		Short: "List, run, follow and cancel workflows",
 	}
-	cmd.AddCommand(newCmdWorkflowList(f, nil), newCmdWorkflowRun(f, nil), newCmdWorkflowLogs(f, nil), newCmdWorkflowCancel(f), newCmdWorkflowPush(f))
+	cmd.AddCommand(newCmdWorkflowList(f, nil), newCmdWorkflowRun(f, nil), newCmdWorkflowLogs(f, nil), newCmdWorkflowCancel(f, nil), newCmdWorkflowPush(f, nil))
 	return cmd
 }
 

@@ -1,44 +1,55 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
 )
 
-func newCmdWorkflowCancel(f *Factory) *cobra.Command {
-	var asJSON bool
+type workflowCancelOptions struct {
+	Ref  string
+	JSON bool
+}
+
+func newCmdWorkflowCancel(f *Factory, runF func(*workflowCancelOptions) error) *cobra.Command {
+	opts := &workflowCancelOptions{}
 	cmd := &cobra.Command{
 		Use:   "cancel REF#THREAD",
 		Short: "Cancel a running thread; its running adapters are killed",
 		Args:  exactArgs(1, "name the thread to cancel"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ref, err := threadRef(args[0])
-			if err != nil {
-				return err
+			opts.Ref = args[0]
+			if runF != nil {
+				return runF(opts)
 			}
-			if ref.Remote != "" {
-				return remoteCancel(cmd.Context(), f, ref, asJSON)
-			}
-			c, err := f.daemonClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if _, err := threadOf(cmd.Context(), c, ref); err != nil {
-				return err
-			}
-			t, err := c.Cancel(cmd.Context(), ref.Thread)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return json.NewEncoder(f.IO.Out).Encode(runResult{Thread: ref.String(), Status: t.Status, Error: t.Error})
-			}
-			fmt.Fprintf(f.IO.Out, "%s %s\n", ref, t.Status)
-			return nil
+			return workflowCancelRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcome as JSON")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the outcome as JSON")
 	return cmd
+}
+
+func workflowCancelRun(ctx context.Context, f *Factory, opts *workflowCancelOptions) error {
+	ref, err := threadRef(opts.Ref)
+	if err != nil {
+		return err
+	}
+	src, err := f.threadSource(ctx, ref)
+	if err != nil {
+		return err
+	}
+	if _, err := threadOf(ctx, src, ref); err != nil {
+		return err
+	}
+	t, err := src.Cancel(ctx, ref.Thread)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return json.NewEncoder(f.IO.Out).Encode(newRunResult(ref, t))
+	}
+	fmt.Fprintf(f.IO.Out, "%s %s\n", ref, t.Status)
+	return nil
 }

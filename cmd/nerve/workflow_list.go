@@ -14,15 +14,32 @@ type workflowListOptions struct {
 	JSON bool
 }
 
-// listEntry is the stable --json shape of `workflow list`.
+// listEntry is the stable --json shape of `workflow list`: every key
+// present, null when empty.
 type listEntry struct {
-	Ref         string `json:"ref"`
-	Name        string `json:"name"`
-	Remote      string `json:"remote"`
-	Binding     string `json:"binding"`
-	Description string `json:"description"`
+	Ref         string  `json:"ref"`
+	Name        *string `json:"name"`
+	Remote      *string `json:"remote"`
+	Binding     *string `json:"binding"`
+	Description *string `json:"description"`
 	// Error says why a remote's workflows could not be listed.
-	Error string `json:"error,omitempty"`
+	Error *string `json:"error"`
+}
+
+// nullable is s, or null when s is empty.
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// str is what a nullable string holds ("" for null).
+func str(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func newCmdWorkflowList(f *Factory, runF func(*workflowListOptions) error) *cobra.Command {
@@ -55,7 +72,7 @@ func workflowListRun(ctx context.Context, f *Factory, opts *workflowListOptions)
 			fmt.Fprintf(f.IO.ErrOut, "warning: %s\n", firstLine(e.Err.Error()))
 			continue
 		}
-		out = append(out, listEntry{Ref: e.Name, Name: e.Name, Binding: e.Def.Binding, Description: e.Def.Description})
+		out = append(out, listEntry{Ref: e.Name, Name: nullable(e.Name), Binding: nullable(e.Def.Binding), Description: nullable(e.Def.Description)})
 	}
 	out = append(out, remoteEntries(ctx, f)...)
 	if opts.JSON {
@@ -67,11 +84,11 @@ func workflowListRun(ctx context.Context, f *Factory, opts *workflowListOptions)
 	}
 	tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
 	for _, e := range out {
-		if e.Error != "" {
-			fmt.Fprintf(tw, "%s\t(%s)\t\n", e.Ref, e.Error)
+		if e.Error != nil {
+			fmt.Fprintf(tw, "%s\t(%s)\t\n", e.Ref, *e.Error)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Ref, e.Binding, e.Description)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Ref, str(e.Binding), str(e.Description))
 	}
 	return tw.Flush()
 }

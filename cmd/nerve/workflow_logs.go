@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nerve-agents/nerve/daemon"
 	"github.com/nerve-agents/nerve/workflow"
 	"github.com/spf13/cobra"
 )
@@ -46,21 +45,18 @@ func workflowLogsRun(ctx context.Context, f *Factory, opts *workflowLogsOptions)
 	if err != nil {
 		return err
 	}
-	if ref.Remote != "" {
-		return remoteLogs(ctx, f, ref, opts)
-	}
-	c, err := f.daemonClient(ctx)
+	src, err := f.threadSource(ctx, ref)
 	if err != nil {
 		return err
 	}
 	if ref.Thread == "" {
-		return listThreads(ctx, f, c, ref, opts.JSON)
+		return listThreads(ctx, f, src, ref, opts.JSON)
 	}
-	t, err := threadOf(ctx, c, ref)
+	t, err := threadOf(ctx, src, ref)
 	if err != nil {
 		return err
 	}
-	msgs, err := c.Messages(ctx, t.ID, workflow.Filter{})
+	msgs, err := src.Messages(ctx, t.ID, workflow.Filter{})
 	if err != nil {
 		return err
 	}
@@ -76,15 +72,15 @@ func workflowLogsRun(ctx context.Context, f *Factory, opts *workflowLogsOptions)
 			return []workflow.Message{m}, nil
 		}
 		// answered after we read the messages
-		return c.Messages(ctx, t.ID, workflow.Filter{Step: step})
+		return src.Messages(ctx, t.ID, workflow.Filter{Step: step})
 	})
-	if err := c.Events(ctx, t.ID, 0, opts.Follow, show); err != nil {
+	if err := src.Events(ctx, t.ID, opts.Follow, show); err != nil {
 		return err
 	}
 	if !opts.Follow || opts.JSON {
 		return nil
 	}
-	end, err := c.Thread(ctx, t.ID)
+	end, err := src.Thread(ctx, t.ID)
 	if err != nil {
 		return err
 	}
@@ -116,7 +112,7 @@ func logPrinter(f *Factory, asJSON bool, message func(step int) ([]workflow.Mess
 		}
 		printed[e.Step] = true
 		if asJSON {
-			return enc.Encode(got[0])
+			return enc.Encode(newMessageJSON(got[0]))
 		}
 		printEvent(f, e)
 		printMessage(f, got[0])
@@ -125,39 +121,40 @@ func logPrinter(f *Factory, asJSON bool, message func(step int) ([]workflow.Mess
 }
 
 // threadOf fetches the thread a ref names, checking it is of that workflow.
-func threadOf(ctx context.Context, c *daemon.Client, ref workflow.Ref) (*workflow.Thread, error) {
-	t, err := c.Thread(ctx, ref.Thread)
+func threadOf(ctx context.Context, src threadSource, ref workflow.Ref) (*workflow.Thread, error) {
+	t, err := src.Thread(ctx, ref.Thread)
 	if err != nil {
 		return nil, err
 	}
 	if t.Workflow != ref.Workflow {
-		return nil, usageErrorf("its ref is "+t.Workflow+"#"+t.ID, "%s is a thread of %s, not of %s", t.ID, t.Workflow, ref.Workflow)
+		return nil, usageErrorf("its ref is "+workflow.Ref{Remote: ref.Remote, Workflow: t.Workflow, Thread: t.ID}.String(), "%s is a thread of %s, not of %s", t.ID, t.Workflow, ref.Workflow)
 	}
 	return t, nil
 }
 
-func listThreads(ctx context.Context, f *Factory, c *daemon.Client, ref workflow.Ref, asJSON bool) error {
-	ts, err := c.Threads(ctx, ref.Workflow, "", 0)
+func listThreads(ctx context.Context, f *Factory, src threadSource, ref workflow.Ref, asJSON bool) error {
+	ts, err := src.Threads(ctx, ref.Workflow)
 	if err != nil {
 		return err
 	}
 	if asJSON {
 		enc := json.NewEncoder(f.IO.Out)
 		for _, t := range ts {
-			if err := enc.Encode(t); err != nil {
+			if err := enc.Encode(newThreadJSON(ref.Remote, t)); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	if len(ts) == 0 {
-		fmt.Fprintf(f.IO.ErrOut, "no threads of %s yet; start one with 'nerve workflow run %s'\n", ref.Workflow, ref.Workflow)
+		fmt.Fprintf(f.IO.ErrOut, "no threads of %s yet; start one with 'nerve workflow run %s'\n", ref, ref)
 		return nil
 	}
 	tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "THREAD\tSTATUS\tSTEPS\tSTARTED\tERROR")
 	for _, t := range ts {
-		fmt.Fprintf(tw, "%s#%s\t%s\t%d\t%s\t%s\n", t.Workflow, t.ID, t.Status, t.Step, t.CreatedAt.Local().Format("2006-01-02 15:04:05"), firstLine(t.Error))
+		tr := workflow.Ref{Remote: ref.Remote, Workflow: t.Workflow, Thread: t.ID}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", tr, t.Status, t.Step, t.CreatedAt.Local().Format("2006-01-02 15:04:05"), firstLine(t.Error))
 	}
 	return tw.Flush()
 }

@@ -22,12 +22,23 @@ type workflowRunOptions struct {
 	Workdir   string
 }
 
-// runResult is the stable --json shape of `workflow run`.
+// runResult is the stable --json shape of `workflow run` and `workflow
+// cancel`: every key present, null when empty.
 type runResult struct {
-	Thread string `json:"thread"`
-	Status string `json:"status"`
-	Result any    `json:"result"`
-	Error  string `json:"error,omitempty"`
+	Thread string  `json:"thread"`
+	Status string  `json:"status"`
+	Result any     `json:"result"`
+	Error  *string `json:"error"`
+	// Usage is the thread's totals; threads carry none yet, so it is null.
+	Usage any `json:"usage"`
+}
+
+func newRunResult(ref workflow.Ref, t *workflow.Thread) runResult {
+	r := runResult{Thread: ref.String(), Status: t.Status, Result: t.Result}
+	if t.Error != "" {
+		r.Error = &t.Error
+	}
+	return r
 }
 
 func newCmdWorkflowRun(f *Factory, runF func(*workflowRunOptions) error) *cobra.Command {
@@ -63,25 +74,23 @@ thread's ref and returns; the daemon carries on.`,
 
 func workflowRunRun(ctx context.Context, f *Factory, opts *workflowRunOptions) error {
 	req := daemon.StartRequest{Workdir: opts.Workdir}
+	var ref workflow.Ref
 	if workflow.IsFileRef(opts.Ref) {
 		if _, err := os.Stat(opts.Ref); err != nil {
 			return usageErrorf("", "workflow file %s: %v", opts.Ref, errors.Unwrap(err))
 		}
 		req.File = opts.Ref
 	} else {
-		ref, err := workflow.ParseRef(opts.Ref)
-		if err != nil {
+		var err error
+		if ref, err = workflow.ParseRef(opts.Ref); err != nil {
 			return err
 		}
 		if ref.Thread != "" {
 			return usageErrorf("to follow a thread use 'nerve workflow logs "+opts.Ref+" -f'", "%s names a thread; run takes a workflow", opts.Ref)
 		}
-		if ref.Remote != "" {
-			return remoteRun(ctx, f, ref, opts)
-		}
 		req.Workflow = ref.Workflow
 	}
-	if req.Workdir == "" {
+	if req.Workdir == "" && ref.Remote == "" {
 		req.Workdir, _ = os.Getwd()
 	}
 	in, err := parseInputs(opts.Inputs, opts.InputFile)
@@ -92,18 +101,18 @@ func workflowRunRun(ctx context.Context, f *Factory, opts *workflowRunOptions) e
 	if _, err := f.Config(); err != nil {
 		return err
 	}
-	c, err := f.daemonClient(ctx)
+	src, err := f.threadSource(ctx, ref)
 	if err != nil {
 		return err
 	}
-	t, err := c.Start(ctx, req)
+	t, err := src.Start(ctx, req)
 	if err != nil {
 		return err
 	}
-	ref := workflow.Ref{Workflow: t.Workflow, Thread: t.ID}.String()
+	ref = workflow.Ref{Remote: ref.Remote, Workflow: t.Workflow, Thread: t.ID}
 	if opts.Detach {
 		if opts.JSON {
-			return json.NewEncoder(f.IO.Out).Encode(runResult{Thread: ref, Status: t.Status})
+			return json.NewEncoder(f.IO.Out).Encode(newRunResult(ref, t))
 		}
 		fmt.Fprintln(f.IO.Out, ref)
 		return nil
@@ -111,8 +120,9 @@ func workflowRunRun(ctx context.Context, f *Factory, opts *workflowRunOptions) e
 	if !opts.JSON {
 		fmt.Fprintf(f.IO.ErrOut, "%s started; follow it elsewhere with 'nerve workflow logs %s -f'\n", ref, ref)
 	}
-	p := newProgress(f.IO, ref)
-	err = c.Events(ctx, t.ID, 0, true, func(e workflow.Event) error {
+	p := newProgress(f.IO, ref.String())
+	p.remote = ref.Remote
+	err = src.Events(ctx, t.ID, true, func(e workflow.Event) error {
 		if !opts.JSON {
 			p.Event(e)
 		}
@@ -120,13 +130,13 @@ func workflowRunRun(ctx context.Context, f *Factory, opts *workflowRunOptions) e
 	})
 	p.Close()
 	if errors.Is(err, context.Canceled) {
-		fmt.Fprintf(f.IO.ErrOut, "stopped following; %s goes on in the daemon ('nerve workflow cancel %s' stops it)\n", ref, ref)
+		fmt.Fprintf(f.IO.ErrOut, "stopped following; %s goes on %s ('nerve workflow cancel %s' stops it)\n", ref, src.Where(), ref)
 		return err
 	}
 	if err != nil {
 		return err
 	}
-	end, err := c.Thread(ctx, t.ID)
+	end, err := src.Thread(ctx, t.ID)
 	if err != nil {
 		return err
 	}
@@ -134,9 +144,9 @@ func workflowRunRun(ctx context.Context, f *Factory, opts *workflowRunOptions) e
 }
 
 // printOutcome prints how a thread ended and returns the exit status.
-func printOutcome(f *Factory, ref string, t *workflow.Thread, asJSON bool) error {
+func printOutcome(f *Factory, ref workflow.Ref, t *workflow.Thread, asJSON bool) error {
 	if asJSON {
-		if err := json.NewEncoder(f.IO.Out).Encode(runResult{Thread: ref, Status: t.Status, Result: t.Result, Error: t.Error}); err != nil {
+		if err := json.NewEncoder(f.IO.Out).Encode(newRunResult(ref, t)); err != nil {
 			return err
 		}
 	} else {

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/daemon"
+	"github.com/spf13/cobra"
+)
+
+type daemonStatusOptions struct {
+	JSON bool
+}
+
+func newCmdDaemonStatus(f *Factory, runF func(*daemonStatusOptions) error) *cobra.Command {
+	opts := &daemonStatusOptions{}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the daemon's state: pid, config, active turns, capacity",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return daemonStatusRun(cmd.Context(), f, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as JSON")
+	return cmd
+}
+
+func daemonStatusRun(ctx context.Context, f *Factory, opts *daemonStatusOptions) error {
+	paths := config.Paths{Home: config.Home(f.Getenv)}
+	st, err := daemon.NewClient(paths.Socket()).Status(ctx)
+	var nr *daemon.NotRunningError
+	if errors.As(err, &nr) {
+		if opts.JSON {
+			_ = json.NewEncoder(f.IO.Out).Encode(notRunningStatus(paths.Home))
+		} else {
+			fmt.Fprintf(f.IO.Out, "nerve daemon: not running (NERVE_HOME=%s)\n", paths.Home)
+		}
+		return errSilentFail
+	}
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		// config's file and last_reload are null, not absent, when empty.
+		type configJSON struct {
+			File       *string   `json:"file"`
+			LoadedAt   time.Time `json:"loaded_at"`
+			LastReload *string   `json:"last_reload"`
+		}
+		return json.NewEncoder(f.IO.Out).Encode(struct {
+			Running bool `json:"running"`
+			*daemon.Status
+			Config configJSON `json:"config"`
+		}{true, st, configJSON{nullable(st.Config.File), st.Config.LoadedAt, nullable(st.Config.LastReload)}})
+	}
+	printStatus(f.IO, st)
+	return nil
+}
+
+// notRunningStatus is daemon status --json of a daemon that is not
+// running: the keys of a running one's, null, so scripts find each key.
+func notRunningStatus(home string) map[string]any {
+	out := map[string]any{}
+	if b, err := json.Marshal(daemon.Status{}); err == nil {
+		_ = json.Unmarshal(b, &out)
+	}
+	for k := range out {
+		out[k] = nil
+	}
+	out["running"] = false
+	out["home"] = home
+	return out
+}
+
+func printStatus(io *IOStreams, st *daemon.Status) {
+	w := io.Out
+	fmt.Fprintf(w, "nerve daemon: running (pid %d, version %s, up %s)\n", st.PID, st.Version, time.Since(st.StartedAt).Round(time.Second))
+	fmt.Fprintf(w, "home:     %s\n", st.Home)
+	cfg := st.Config.File
+	if cfg == "" {
+		cfg = "(none; built-in defaults)"
+	}
+	reload := ""
+	if st.Config.LastReload != "" && st.Config.LastReload != "ok" {
+		reload = "  LAST RELOAD FAILED: " + st.Config.LastReload
+	}
+	fmt.Fprintf(w, "config:   %s (loaded %s)%s\n", cfg, st.Config.LoadedAt.Local().Format(time.TimeOnly), reload)
+	fmt.Fprintf(w, "threads:  %d running\n", st.Threads)
+	fmt.Fprintf(w, "turns:    %d active, capacity %d\n", len(st.ActiveTurns), st.Capacity)
+	for _, a := range st.ActiveTurns {
+		fmt.Fprintf(w, "  %s step %d  %s via %s  %s\n", a.Thread, a.Step, a.Role, a.Adapter, time.Since(a.StartedAt).Round(time.Second))
+		for _, d := range a.Detections {
+			fmt.Fprintf(w, "    detection %s\n", d)
+		}
+	}
+	if len(st.Senses) > 0 {
+		names := make([]string, 0, len(st.Senses))
+		for _, s := range st.Senses {
+			names = append(names, s.Name+" ("+s.Kind+", "+s.State+")")
+		}
+		fmt.Fprintf(w, "senses:   %s\n", strings.Join(names, ", "))
+	}
+}

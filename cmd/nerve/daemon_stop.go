@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/daemon"
+	"github.com/spf13/cobra"
+)
+
+type daemonStopOptions struct {
+	Timeout time.Duration
+	JSON    bool
+}
+
+func newCmdDaemonStop(f *Factory, runF func(*daemonStopOptions) error) *cobra.Command {
+	opts := &daemonStopOptions{}
+	cmd := &cobra.Command{
+		Use:   "stop",
+		Short: "Stop the background daemon gracefully",
+		Long: `Ask the daemon to stop gracefully and wait until it has exited. Ctrl-C
+ends the wait, not the shutdown: the daemon goes on stopping.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return daemonStopRun(cmd.Context(), f, opts)
+		},
+	}
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 60*time.Second, "how long to wait for the daemon to exit")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the outcome as JSON")
+	return cmd
+}
+
+func daemonStopRun(ctx context.Context, f *Factory, opts *daemonStopOptions) error {
+	paths := config.Paths{Home: config.Home(f.Getenv)}
+	c := daemon.NewClient(paths.Socket())
+	pid, err := c.Shutdown(ctx)
+	var nr *daemon.NotRunningError
+	if errors.As(err, &nr) {
+		if opts.JSON {
+			return json.NewEncoder(f.IO.Out).Encode(daemonState{Home: paths.Home, Already: true})
+		}
+		fmt.Fprintln(f.IO.Out, "nerve daemon is not running")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := waitExit(ctx, pid, opts.Timeout); err != nil {
+		if errors.Is(err, context.Canceled) {
+			// The shutdown was asked for and goes on; only the wait ends.
+			fmt.Fprintf(f.IO.ErrOut, "stopped waiting; the daemon (pid %d) goes on shutting down ('nerve daemon status' shows when it is gone)\n", pid)
+			return err
+		}
+		return fmt.Errorf("daemon (pid %d) still running after %s; see %s", pid, opts.Timeout, paths.Log())
+	}
+	if opts.JSON {
+		return json.NewEncoder(f.IO.Out).Encode(daemonState{PID: &pid, Home: paths.Home})
+	}
+	fmt.Fprintf(f.IO.Out, "nerve daemon stopped (pid %d)\n", pid)
+	return nil
+}
+
+// waitExit waits until process pid has exited, for at most timeout or
+// until ctx is done (Ctrl-C).
+func waitExit(ctx context.Context, pid int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for syscall.Kill(pid, 0) == nil {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-tick.C:
+		}
+	}
+	return nil
+}

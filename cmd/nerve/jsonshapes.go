@@ -1,0 +1,62 @@
+package main
+
+import (
+	"time"
+
+	"github.com/nerve-agents/nerve/internal/usage"
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// The --json shapes of messages and threads. A stable shape has every
+// key, null when empty (DESIGN.md, The CLI), whatever the Go types they
+// are stored as leave out.
+
+// messageJSON is one line of `workflow logs --json` and `thread messages
+// --json`: the message as the moderator sees it.
+type messageJSON struct {
+	Step        int                    `json:"step"`
+	Role        string                 `json:"role"`
+	Agent       string                 `json:"agent"`
+	Content     string                 `json:"content"`
+	Meta        any                    `json:"meta"`
+	Error       *workflow.MessageError `json:"error"`
+	At          time.Time              `json:"at"`
+	Instruction *string                `json:"instruction"`
+	Adapter     *string                `json:"adapter"`
+	Usage       *usage.Usage           `json:"usage"`
+}
+
+func newMessageJSON(m workflow.Message) messageJSON {
+	return messageJSON{
+		Step: m.Step, Role: m.Role, Agent: m.Agent, Content: m.Content, Meta: m.Meta, Error: m.Error,
+		At: m.At, Instruction: nullable(m.Instruction), Adapter: nullable(m.Adapter), Usage: m.Usage,
+	}
+}
+
+// threadJSON is one line of `workflow logs REF --json` (a workflow's
+// threads).
+type threadJSON struct {
+	Ref       string         `json:"ref"`
+	ID        string         `json:"id"`
+	Workflow  string         `json:"workflow"`
+	Status    string         `json:"status"`
+	Step      int            `json:"step"`
+	Input     map[string]any `json:"input"`
+	Result    any            `json:"result"`
+	Error     *string        `json:"error"`
+	CreatedAt time.Time      `json:"created_at"`
+	UpdatedAt time.Time      `json:"updated_at"`
+	EndedAt   *time.Time     `json:"ended_at"`
+}
+
+func newThreadJSON(remote string, t *workflow.Thread) threadJSON {
+	j := threadJSON{
+		Ref: workflow.Ref{Remote: remote, Workflow: t.Workflow, Thread: t.ID}.String(),
+		ID:  t.ID, Workflow: t.Workflow, Status: t.Status, Step: t.Step, Input: t.Input,
+		Result: t.Result, Error: nullable(t.Error), CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+	}
+	if !t.EndedAt.IsZero() {
+		j.EndedAt = &t.EndedAt
+	}
+	return j
+}
