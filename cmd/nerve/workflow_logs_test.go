@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -30,5 +31,29 @@ func TestLogsShowWorkspace(t *testing.T) {
 		"    no workspace\n"
 	if out.String() != want {
 		t.Fatalf("got\n%s\nwant\n%s", out, want)
+	}
+}
+
+// The --json shapes have the workspace keys, null when empty.
+func TestJSONShapesHaveWorkspaceKeys(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		want []string
+	}{
+		{newMessageJSON(workflow.Message{Step: 1}), []string{`"commit":null`, `"changes":null`}},
+		{newMessageJSON(workflow.Message{Commit: "abc", Changes: &workflow.Changes{Files: 1}}), []string{`"commit":"abc"`, `"changes":{"files":1,"insertions":0,"deletions":0}`}},
+		{newThreadJSON("", &workflow.Thread{ID: "thread-1", Workflow: "w"}), []string{`"workspace":null`}},
+		{newThreadJSON("", &workflow.Thread{ID: "thread-1", Workflow: "w", Workspace: &workflow.Workspace{Repo: "r", Base: "b", Branch: "nerve/w/thread-1", Head: "h"}}),
+			[]string{`"workspace":{"repo":"r","base":"b","branch":"nerve/w/thread-1","head":"h"}`}},
+	} {
+		raw, err := json.Marshal(tc.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(raw), w) {
+				t.Errorf("%s lacks %s", raw, w)
+			}
+		}
 	}
 }
