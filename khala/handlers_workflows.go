@@ -28,10 +28,13 @@ type workflowJSON struct {
 	Roles       []string                  `json:"roles"`
 	Inputs      map[string]workflow.Input `json:"inputs,omitempty"`
 	Limits      limitsJSON                `json:"limits"`
-	Version     string                    `json:"version"`
-	UpdatedAt   time.Time                 `json:"updated_at"`
-	UpdatedBy   string                    `json:"updated_by,omitempty"`
-	Source      string                    `json:"source,omitempty"`
+	// Workspace is the definition's {repo, base}; null when it declares
+	// none. A thread of it must be given a base commit.
+	Workspace *workflow.WorkspaceSpec `json:"workspace"`
+	Version   string                  `json:"version"`
+	UpdatedAt time.Time               `json:"updated_at"`
+	UpdatedBy string                  `json:"updated_by,omitempty"`
+	Source    string                  `json:"source,omitempty"`
 }
 
 // limitsJSON writes durations as Go duration strings ("10m0s"), which
@@ -55,7 +58,7 @@ func newWorkflowJSON(rec khaladb.WorkflowRecord, def *workflow.Definition) workf
 	}
 	sort.Strings(roles)
 	return workflowJSON{Name: rec.Name, Description: def.Description, Binding: def.Binding, Roles: roles,
-		Inputs: def.Inputs, Limits: limits, Version: rec.SourceHash[:12], UpdatedAt: rec.UpdatedAt, UpdatedBy: rec.UpdatedBy}
+		Inputs: def.Inputs, Limits: limits, Workspace: def.Workspace, Version: rec.SourceHash[:12], UpdatedAt: rec.UpdatedAt, UpdatedBy: rec.UpdatedBy}
 }
 
 func (s *Server) handleWorkflows(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {

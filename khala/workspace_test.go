@@ -39,6 +39,14 @@ func testWorkspaceThreads(t *testing.T, bk backend) {
 	a.putWorkflow(codedWF)
 	a.putWorkflow(pairWF)
 	path := "/v1/workflows/coded/threads"
+	var wf workflowJSON
+	a.must("GET", "/v1/workflows/coded", nil, 200, &wf)
+	if wf.Workspace == nil || wf.Workspace.Repo != "https://git.example.com/team/app.git" || wf.Workspace.Base != "" {
+		t.Fatalf("the workflow shows its workspace: %+v", wf.Workspace)
+	}
+	if data := a.must("GET", "/v1/workflows/pair", nil, 200, nil); !strings.Contains(string(data), `"workspace":null`) {
+		t.Fatalf("a workflow without a workspace shows null: %s", data)
+	}
 
 	bad := []struct {
 		name string

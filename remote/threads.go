@@ -23,6 +23,9 @@ type Workflow struct {
 	Roles       []string `json:"roles"`
 	Version     string   `json:"version"`
 	Source      string   `json:"source,omitempty"`
+	// Workspace is the definition's workspace, nil when it declares none:
+	// then a thread needs no base.
+	Workspace *workflow.WorkspaceSpec `json:"workspace"`
 }
 
 // Workflows lists the remote's published workflows.
