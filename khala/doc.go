@@ -26,6 +26,26 @@
 // Prometheus text format; /v1/threads/{id}/events resumes after
 // Last-Event-ID or ?after=SEQ.
 //
+// # Workspaces
+//
+// POST /v1/workflows/{name}/threads takes "workspace": {"repo", "base",
+// "branch"?} (api.StartWorkspace; unknown keys are 400). repo defaults to
+// the definition's and must be one every serving agent reaches (a git URL
+// or an absolute path, no password); base is required as a full commit
+// id (the CLI resolves a revision first), and is required whenever the
+// definition declares a workspace; branch defaults to
+// nerve/WORKFLOW/thread-N and must be a name git check-ref-format
+// --branch accepts. Every thread object has "workspace": {"repo", "base",
+// "branch", "head"}, null without one. A response may carry "commit" (a
+// full id) and "changes" {"files", "insertions", "deletions"}: they go on
+// the message, and the commit becomes the thread's head in the change that
+// records the answer, before the moderator routes (so it sees the moved
+// head); the webhook at the thread's end carries its "workspace" too.
+// Khala runs no git: the agent's daemon pushed the branch to that
+// commit, with a lease, before it answered. Both are in the JSON records
+// of threads and messages, so no schema change was needed, and a message
+// without them is stored exactly as before.
+//
 // # Tokens
 //
 // Three kinds, each 192 random bits behind a prefix that says what it is:

@@ -30,15 +30,16 @@ const (
 type answerRequest struct {
 	Claim   string
 	Agent   string
-	Message workflow.Message // Content, Meta, Error, Adapter, Usage
+	Message workflow.Message // Content, Meta, Error, Adapter, Usage, Commit, Changes
 }
 
 // startThread builds a new thread and routes its first step.
-func startThread(ctx context.Context, def *workflow.Definition, hash, id string, input map[string]any,
+// ws is its workspace (nil: none), branch and head set.
+func startThread(ctx context.Context, def *workflow.Definition, hash, id string, input map[string]any, ws *workflow.Workspace,
 	webhook, initiator string, now time.Time) (*khaladb.ThreadChange, error) {
 	c := &khaladb.ThreadChange{Thread: khaladb.Thread{
 		Thread: workflow.Thread{ID: id, Workflow: def.Name, Status: workflow.StatusRunning, Input: input,
-			CreatedAt: now, UpdatedAt: now},
+			Workspace: ws, CreatedAt: now, UpdatedAt: now},
 		SourceHash: hash, Webhook: webhook, Initiator: initiator,
 	}}
 	c.Events = append(c.Events, workflow.Event{At: now, Type: workflow.EventThreadStarted, Thread: id,
@@ -81,6 +82,9 @@ func answer(ctx context.Context, defs *defCache, docs *workflow.DocCache, v *kha
 	c.Events = []workflow.Event{ev}
 	c.Thread.Pending = slices.DeleteFunc(slices.Clone(c.Thread.Pending), func(p workflow.Turn) bool { return p.Step == t.Step })
 	c.Thread.UpdatedAt = now
+	// The branch is at the answer's commit on the shared remote: the agent
+	// pushed it (with a lease on the head it started from) before answering.
+	c.Thread.Workspace = movedHead(c.Thread.Workspace, m.Commit)
 	if len(c.Thread.Pending) > 0 {
 		return c, nil // parallel turns: the moderator waits for all of them
 	}
@@ -149,7 +153,7 @@ func endThread(c *khaladb.ThreadChange, status string, result any, reason string
 	if th.Webhook != "" {
 		c.Webhooks = append(c.Webhooks, khaladb.Webhook{URL: th.Webhook, NextAt: now, Created: now, Payload: khaladb.WebhookPayload{
 			Event: workflow.EventThreadEnded, Thread: th.ID, Workflow: th.Workflow, Status: status,
-			Result: result, Error: reason}})
+			Result: result, Error: reason, Workspace: th.Workspace}})
 	}
 }
 

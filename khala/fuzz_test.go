@@ -134,7 +134,7 @@ func FuzzModeratorInput(f *testing.F) {
 	defs.put(hash, def)
 	f.Fuzz(func(t *testing.T, content string, meta []byte, errMsg string) {
 		now := time.Now().UTC()
-		c, err := startThread(context.Background(), def, hash, "thread-1", map[string]any{}, "", "fuzzer", now)
+		c, err := startThread(context.Background(), def, hash, "thread-1", map[string]any{}, nil, "", "fuzzer", now)
 		if err != nil || len(c.Turns) != 1 {
 			t.Fatalf("start: %v %+v", err, c)
 		}

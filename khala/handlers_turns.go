@@ -152,19 +152,24 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, _ khala
 }
 
 type responseRequest struct {
-	Claim   string          `json:"claim"`
-	Content string          `json:"content"`
-	Meta    json.RawMessage `json:"meta"`
-	Error   json.RawMessage `json:"error"`
-	Adapter string          `json:"adapter"`
-	Usage   *usage.Usage    `json:"usage"`
+	Claim   string            `json:"claim"`
+	Content string            `json:"content"`
+	Meta    json.RawMessage   `json:"meta"`
+	Error   json.RawMessage   `json:"error"`
+	Adapter string            `json:"adapter"`
+	Usage   *usage.Usage      `json:"usage"`
+	Commit  string            `json:"commit"`
+	Changes *workflow.Changes `json:"changes"`
 }
 
 // message checks the answer's parts and returns it as a message.
 func (req *responseRequest) message() (workflow.Message, error) {
-	m := workflow.Message{Content: req.Content, Adapter: req.Adapter, Usage: req.Usage}
+	m := workflow.Message{Content: req.Content, Adapter: req.Adapter, Usage: req.Usage, Commit: req.Commit, Changes: req.Changes}
 	if req.Claim == "" {
 		return m, badRequest("claim is required: the id the claim returned")
+	}
+	if err := checkChanges(req.Commit, req.Changes); err != nil {
+		return m, err
 	}
 	if len(req.Meta) > 0 && !bytes.Equal(req.Meta, []byte("null")) {
 		if err := json.Unmarshal(req.Meta, &m.Meta); err != nil {

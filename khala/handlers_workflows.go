@@ -1,6 +1,7 @@
 package khala
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,10 +28,13 @@ type workflowJSON struct {
 	Roles       []string                  `json:"roles"`
 	Inputs      map[string]workflow.Input `json:"inputs,omitempty"`
 	Limits      limitsJSON                `json:"limits"`
-	Version     string                    `json:"version"`
-	UpdatedAt   time.Time                 `json:"updated_at"`
-	UpdatedBy   string                    `json:"updated_by,omitempty"`
-	Source      string                    `json:"source,omitempty"`
+	// Workspace is the definition's {repo, base}; null when it declares
+	// none. A thread of it must be given a base commit.
+	Workspace *workflow.WorkspaceSpec `json:"workspace"`
+	Version   string                  `json:"version"`
+	UpdatedAt time.Time               `json:"updated_at"`
+	UpdatedBy string                  `json:"updated_by,omitempty"`
+	Source    string                  `json:"source,omitempty"`
 }
 
 // limitsJSON writes durations as Go duration strings ("10m0s"), which
@@ -54,7 +58,7 @@ func newWorkflowJSON(rec khaladb.WorkflowRecord, def *workflow.Definition) workf
 	}
 	sort.Strings(roles)
 	return workflowJSON{Name: rec.Name, Description: def.Description, Binding: def.Binding, Roles: roles,
-		Inputs: def.Inputs, Limits: limits, Version: rec.SourceHash[:12], UpdatedAt: rec.UpdatedAt, UpdatedBy: rec.UpdatedBy}
+		Inputs: def.Inputs, Limits: limits, Workspace: def.Workspace, Version: rec.SourceHash[:12], UpdatedAt: rec.UpdatedAt, UpdatedBy: rec.UpdatedBy}
 }
 
 func (s *Server) handleWorkflows(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
@@ -239,8 +243,9 @@ func (s *Server) handlePutWorkflow(w http.ResponseWriter, r *http.Request, a kha
 }
 
 type startRequest struct {
-	Input   map[string]any `json:"input"`
-	Webhook string         `json:"webhook"`
+	Input     map[string]any  `json:"input"`
+	Webhook   string          `json:"webhook"`
+	Workspace json.RawMessage `json:"workspace"` // api.StartWorkspace, checked by startWorkspace
 }
 
 // startResponse is 201's body: the thread's status after its first
@@ -273,12 +278,20 @@ func (s *Server) handleStartThread(w http.ResponseWriter, r *http.Request, a kha
 		s.fail(w, r, err)
 		return
 	}
-	id, err := s.store.NextThreadID(r.Context())
+	ws, err := startWorkspace(def, req.Workspace)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	c, err := startThread(r.Context(), def, rec.SourceHash, id, input, req.Webhook, a.Name, s.now())
+	id, err := s.store.NextThreadID(r.Context())
+	if err == nil {
+		err = withBranch(ws, def, id)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	c, err := startThread(r.Context(), def, rec.SourceHash, id, input, ws, req.Webhook, a.Name, s.now())
 	if err == nil {
 		err = s.store.CreateThread(r.Context(), c)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -22,6 +23,9 @@ type Workflow struct {
 	Roles       []string `json:"roles"`
 	Version     string   `json:"version"`
 	Source      string   `json:"source,omitempty"`
+	// Workspace is the definition's workspace, nil when it declares none:
+	// then a thread needs no base.
+	Workspace *workflow.WorkspaceSpec `json:"workspace"`
 }
 
 // Workflows lists the remote's published workflows.
@@ -39,10 +43,13 @@ func (c *Client) PutWorkflow(ctx context.Context, name string, source []byte) (*
 
 // StartThread starts a thread of a cloud workflow.
 func (c *Client) StartThread(ctx context.Context, name string, input map[string]any, webhook string) (string, error) {
-	body := map[string]any{"input": input}
-	if webhook != "" {
-		body["webhook"] = webhook
-	}
+	return c.Start(ctx, name, api.StartThread{Input: input, Webhook: webhook})
+}
+
+// Start starts a thread of a cloud workflow, with a workspace when req
+// has one.
+func (c *Client) Start(ctx context.Context, name string, req api.StartThread) (string, error) {
+	body := req
 	var out struct {
 		Thread string `json:"thread"`
 	}

@@ -36,6 +36,9 @@ type Definition struct {
 	Roles       map[string]*Role
 	Limits      Limits
 	Moderator   *Moderator
+	// Workspace is the definition's workspace, nil when it declares none.
+	// Its empty fields take their defaults when a thread starts.
+	Workspace *WorkspaceSpec
 
 	// File is where the definition was read from ("" when pushed inline).
 	File string
@@ -88,6 +91,7 @@ type file struct {
 	Inputs      map[string]Input `yaml:"inputs"`
 	Roles       map[string]*Role `yaml:"roles"`
 	Limits      Limits           `yaml:"limits"`
+	Workspace   *WorkspaceSpec   `yaml:"workspace"`
 }
 
 var (
@@ -182,6 +186,12 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 			bad("inputs."+name+".type", "unknown type %q (want one of %v)", in.Type, inputTypes)
 		}
 	}
+	d.Workspace = checkWorkspace(f.Workspace, d.Binding, lines, bad)
+	if d.Workspace != nil && nameRE.MatchString(d.Name) {
+		if err := CheckBranch(DefaultBranch(d.Name, "thread-1")); err != nil {
+			bad("workflow", "name %q cannot be part of its threads' branches (%s): %s; rename the workflow", d.Name, DefaultBranch(d.Name, "thread-N"), err)
+		}
+	}
 	if d.Limits.MaxSteps == 0 {
 		d.Limits.MaxSteps = DefaultMaxSteps
 	}
@@ -210,6 +220,37 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 		return nil, &yamlfile.Error{File: path, Msg: err.Error()}
 	}
 	return d, nil
+}
+
+// checkWorkspace checks a definition's workspace (nil when the file has
+// no workspace key; `workspace:` alone declares one with defaults).
+func checkWorkspace(ws *WorkspaceSpec, binding string, lines yamlfile.Lines, bad func(field, format string, a ...any)) *WorkspaceSpec {
+	if _, declared := lines["workspace"]; !declared {
+		return nil
+	}
+	if ws == nil {
+		ws = &WorkspaceSpec{}
+	}
+	if _, given := lines["workspace.repo"]; given {
+		switch {
+		case ws.Repo == "" && binding == BindingCloud:
+			bad("workspace.repo", "is empty: give the git URL every serving agent fetches from and pushes to, or leave repo out and pass --repo to each run")
+		case ws.Repo == "":
+			bad("workspace.repo", "is empty: give a path in a git repository, or leave repo out to use the run's workdir")
+		case binding == BindingCloud:
+			if err := CheckSharedRepo(ws.Repo); err != nil {
+				bad("workspace.repo", "%q: %s", ws.Repo, err)
+			}
+		case strings.HasPrefix(ws.Repo, "-") || strings.ContainsFunc(ws.Repo, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+			bad("workspace.repo", "%q: not a path (no leading '-', no control characters)", ws.Repo)
+		}
+	}
+	if _, given := lines["workspace.base"]; given {
+		if err := CheckRevision(ws.Base); err != nil {
+			bad("workspace.base", "%q is not a git revision: %s (leave base out to start from HEAD of the run's workdir)", ws.Base, err)
+		}
+	}
+	return ws
 }
 
 // moderatorSource returns the JSONata text: the file the field names when

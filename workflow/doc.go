@@ -4,4 +4,18 @@
 // the local thread engine, and extract (structured output checked against
 // a role's meta schema). The daemon and the Khala server share it, so a
 // thread is routed by the same code wherever it runs.
+//
+// # Workspaces
+//
+// A definition may declare `workspace: {repo, base}` (WorkspaceSpec,
+// checked when it is parsed; defaults are filled in when a thread starts,
+// by whoever runs git). A thread records its Workspace {repo, base (a
+// commit), branch, head}; a message its Commit and Changes. This package
+// runs no git: the engine moves the head to a single turn's commit, and
+// for a round of parallel turns calls the Engine's Merge (MergeFunc), which
+// merges the round's commits in step order, puts a conflict on the message
+// concerned (ErrorKindMerge) and returns the new head, before the moderator
+// is asked. The moderator's document has `workspace`, and each message
+// `commit` and `changes` (null when absent), when the thread has a
+// workspace; a thread without one costs nothing more than before.
 package workflow

@@ -23,18 +23,19 @@ var jsonNull = func() any {
 // without a JSON round trip: encoding and re-decoding the whole history on
 // every turn would cost more than the rest of the turn's bookkeeping.
 func (s State) document() map[string]any {
+	ws := s.Workspace != nil
 	msgs := make([]any, len(s.Messages))
 	for i := range s.Messages {
-		msgs[i] = s.docs.get(&s.Messages[i])
+		msgs[i] = s.docs.get(&s.Messages[i], ws)
 	}
 	var last any = jsonNull
 	if s.Last != nil {
-		last = s.Last.document()
+		last = s.Last.document(ws)
 		if n := len(s.Messages); n > 0 && s.Last == &s.Messages[n-1] {
 			last = msgs[n-1]
 		}
 	}
-	return map[string]any{
+	doc := map[string]any{
 		"workflow": s.Workflow,
 		"thread":   s.Thread,
 		"input":    plain(s.Input),
@@ -42,9 +43,17 @@ func (s State) document() map[string]any {
 		"messages": msgs,
 		"last":     last,
 	}
+	if ws {
+		w := s.Workspace
+		doc["workspace"] = map[string]any{"repo": w.Repo, "base": w.Base, "branch": w.Branch, "head": w.Head}
+	}
+	return doc
 }
 
-func (m *Message) document() map[string]any {
+// document is m's moderator document; ws: its thread has a workspace, so
+// commit and changes are there, null when absent (without one they are
+// left out, which costs a thread without a workspace nothing).
+func (m *Message) document(ws bool) map[string]any {
 	doc := map[string]any{
 		"step":    float64(m.Step),
 		"role":    m.Role,
@@ -65,6 +74,15 @@ func (m *Message) document() map[string]any {
 	}
 	if m.Usage != nil {
 		doc["usage"] = plain(m.Usage)
+	}
+	if ws || m.Commit != "" || m.Changes != nil {
+		doc["commit"], doc["changes"] = jsonNull, jsonNull
+		if m.Commit != "" {
+			doc["commit"] = m.Commit
+		}
+		if c := m.Changes; c != nil {
+			doc["changes"] = map[string]any{"files": float64(c.Files), "insertions": float64(c.Insertions), "deletions": float64(c.Deletions)}
+		}
 	}
 	return doc
 }
@@ -118,22 +136,33 @@ type DocCache struct {
 	byStep map[int]docEntry
 }
 
+// docEntry is a cached document and what it was built from that may
+// change after a message is first seen: a parallel round's merge sets an
+// error, a commit or changes on a message stored before.
 type docEntry struct {
-	at  time.Time
-	doc map[string]any
+	at     time.Time
+	ws     bool
+	commit string
+	err    *MessageError
+	chg    *Changes
+	doc    map[string]any
 }
 
-func (c *DocCache) get(m *Message) map[string]any {
+func (e *docEntry) fresh(m *Message, ws bool) bool {
+	return e.at.Equal(m.At) && e.ws == ws && e.commit == m.Commit && ptrEqual(e.err, m.Error) && ptrEqual(e.chg, m.Changes)
+}
+
+func (c *DocCache) get(m *Message, ws bool) map[string]any {
 	if c == nil {
-		return m.document()
+		return m.document(ws)
 	}
-	if e, ok := c.byStep[m.Step]; ok && e.at.Equal(m.At) {
+	if e, ok := c.byStep[m.Step]; ok && e.fresh(m, ws) {
 		return e.doc
 	}
 	if c.byStep == nil {
 		c.byStep = map[int]docEntry{}
 	}
-	doc := m.document()
-	c.byStep[m.Step] = docEntry{at: m.At, doc: doc}
+	doc := m.document(ws)
+	c.byStep[m.Step] = docEntry{at: m.At, ws: ws, commit: m.Commit, err: m.Error, chg: m.Changes, doc: doc}
 	return doc
 }

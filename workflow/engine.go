@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -42,9 +43,36 @@ type Engine struct {
 	Agent string
 	// Now is the clock (tests may fix it).
 	Now func() time.Time
+	// Merge, when set, merges a round of parallel turns of a thread with a
+	// workspace into its branch (see MergeFunc). Without it the branch's
+	// head stays where the round started.
+	Merge MergeFunc
 
 	docs DocCache
 }
+
+// MergeFunc merges the work of a round of parallel turns into the thread
+// branch when the last of them has answered, before the moderator is asked
+// what follows. round holds the round's messages in step order (each with
+// the Commit of its own worktree, when its turn committed); t.Workspace.Head
+// is the head every turn of the round started from.
+//
+// It merges each commit into the branch in step order, and returns the
+// branch's new head ("" or the old head: unchanged). On a conflict it
+// leaves the branch at the last clean merge, sets round[i].Error to
+// {Kind: ErrorKindMerge, Message: the conflicting files} on the message
+// whose merge failed, and goes on or stops as it sees fit; any other
+// failure is {Kind: ErrorKindWorkspace} on the message concerned. It may
+// change round's messages only through Error, Commit and Changes; the
+// engine stores them again with the round's last answer, so the moderator
+// and the store see what it set.
+//
+// It must be idempotent: after a crash between the merge and the commit
+// of the round's last answer, the last turn runs again and Merge is called
+// again with the same round (each commit already merged is then a no-op).
+// It does not run when ctx is done; an error it cannot put on a message
+// is for the caller to turn into one.
+type MergeFunc func(ctx context.Context, t *Thread, round []Message) (head string)
 
 // ErrCancelled ends a thread the user cancelled; pass it as the cause of
 // the context given to Run.
@@ -60,10 +88,17 @@ func (e *Engine) Run(ctx context.Context, d *Definition, t *Thread) error {
 		return err
 	}
 	if allAnswered(t.Pending, msgs) {
+		// A round whose last answer is stored but not routed (routing was
+		// interrupted) is settled again: Merge is idempotent.
+		redo := e.settle(ctx, t, msgs)
+		if ctx.Err() != nil {
+			return e.stopped(ctx, t, ctx.Err())
+		}
 		u, err := e.route(ctx, d, t, msgs, nil)
 		if err != nil {
 			return e.stopped(ctx, t, err)
 		}
+		u.Messages = append(redo, u.Messages...)
 		if err := e.commit(u); err != nil {
 			return err
 		}
@@ -76,19 +111,89 @@ func (e *Engine) Run(ctx context.Context, d *Definition, t *Thread) error {
 		msgs = append(msgs, fresh...)
 		msgs = append(msgs, last)
 		sortByStep(msgs)
+		answer, startWS := last, t.Workspace
+		redo := e.settle(ctx, t, msgs)
+		if ctx.Err() != nil {
+			return e.stopped(ctx, t, ctx.Err()) // the last answer runs again on resume
+		}
+		if i := slices.IndexFunc(msgs, func(m Message) bool { return m.Step == last.Step }); i >= 0 {
+			last = msgs[i]
+		}
+		redo = slices.DeleteFunc(redo, func(m Message) bool { return m.Step == last.Step })
 		u, err := e.route(ctx, d, t, msgs, &last)
 		if err != nil {
-			// Keep the answer even when routing is interrupted.
-			if cerr := e.commit(Update{Thread: t, Messages: []Message{last}, Events: []Event{e.answered(t, last)}}); cerr != nil {
+			// Keep the answer even when routing is interrupted, as it came:
+			// the round is settled again, from where it started, on resume.
+			t.Workspace = startWS
+			if cerr := e.commit(Update{Thread: t, Messages: []Message{answer}, Events: []Event{e.answered(t, answer)}}); cerr != nil {
 				return cerr
 			}
 			return e.stopped(ctx, t, err)
 		}
+		u.Messages = append(redo, u.Messages...)
 		if err := e.commit(u); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// settle moves the thread's workspace head after a round has answered (msgs:
+// the thread's messages in step order, the round's among them): to the
+// commit of a single turn, or to what Merge made of a parallel round. It
+// returns the round's messages Merge changed, to be stored again, and
+// updates them in msgs. Nothing happens for a thread without a workspace.
+func (e *Engine) settle(ctx context.Context, t *Thread, msgs []Message) []Message {
+	if t.Workspace == nil || len(t.Pending) == 0 {
+		return nil
+	}
+	var idx []int
+	for i, m := range msgs {
+		if slices.ContainsFunc(t.Pending, func(p Turn) bool { return p.Step == m.Step }) {
+			idx = append(idx, i)
+		}
+	}
+	head := t.Workspace.Head
+	var changed []Message
+	switch {
+	case len(idx) == 1:
+		if c := msgs[idx[0]].Commit; c != "" {
+			head = c
+		}
+	case len(idx) > 1 && e.Merge != nil:
+		round := make([]Message, len(idx))
+		for k, i := range idx {
+			round[k] = msgs[i]
+		}
+		if h := e.Merge(ctx, t, round); h != "" {
+			head = h
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		for k, i := range idx {
+			if !sameWork(msgs[i], round[k]) {
+				msgs[i] = round[k]
+				changed = append(changed, round[k])
+			}
+		}
+	}
+	if head != t.Workspace.Head {
+		ws := *t.Workspace // a copy: the old record may be shared
+		ws.Head = head
+		t.Workspace = &ws
+	}
+	return changed
+}
+
+// sameWork reports whether Merge left a message's error, commit and
+// changes as they were.
+func sameWork(a, b Message) bool {
+	return a.Commit == b.Commit && ptrEqual(a.Changes, b.Changes) && ptrEqual(a.Error, b.Error)
+}
+
+func ptrEqual[T comparable](a, b *T) bool {
+	return a == b || (a != nil && b != nil && *a == *b)
 }
 
 // stopped turns an interruption into the thread's outcome.

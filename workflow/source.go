@@ -35,7 +35,8 @@ func ParseSource(name string, src []byte) (*Definition, error) {
 // CloudSource returns the definition as published to a Khala server:
 // moderator inlined, binding cloud, and no adapters, since which CLI plays
 // a role is each machine owner's choice (their reflexes), not the
-// workflow's.
+// workflow's. A workspace repo that only this machine can reach (a local
+// path) is dropped too: each cloud run then names its repository.
 func (d *Definition) CloudSource() ([]byte, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(d.Source, &root); err != nil {
@@ -48,6 +49,8 @@ func (d *Definition) CloudSource() ([]byte, error) {
 		case "binding":
 			m.Content[i+1] = &yaml.Node{Kind: yaml.ScalarNode, Value: BindingCloud}
 			hasBinding = true
+		case "workspace":
+			dropLocalRepo(m.Content[i+1])
 		case "roles":
 			for _, role := range m.Content[i+1].Content {
 				if role.Kind != yaml.MappingNode {
@@ -67,4 +70,18 @@ func (d *Definition) CloudSource() ([]byte, error) {
 			&yaml.Node{Kind: yaml.ScalarNode, Value: BindingCloud})
 	}
 	return yaml.Marshal(&root)
+}
+
+// dropLocalRepo removes a workspace mapping's repo when no other machine
+// could reach it.
+func dropLocalRepo(ws *yaml.Node) {
+	if ws.Kind != yaml.MappingNode {
+		return
+	}
+	for j := 0; j+1 < len(ws.Content); j += 2 {
+		if ws.Content[j].Value == "repo" && CheckSharedRepo(ws.Content[j+1].Value) != nil {
+			ws.Content = append(ws.Content[:j], ws.Content[j+2:]...)
+			return
+		}
+	}
 }

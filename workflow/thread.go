@@ -28,6 +28,8 @@ type Thread struct {
 	Result  any    `json:"result,omitempty"`
 	Error   string `json:"error,omitempty"`
 	Workdir string `json:"workdir,omitempty"`
+	// Workspace is the thread's git workspace; null when it has none.
+	Workspace *Workspace `json:"workspace"`
 	// Source is the definition the thread was started with, moderator
 	// inlined: a thread finishes under the rules it started with.
 	Source    []byte    `json:"source,omitempty"`
@@ -58,13 +60,20 @@ type Message struct {
 	Instruction string        `json:"instruction,omitempty"`
 	Adapter     string        `json:"adapter,omitempty"`
 	Usage       *usage.Usage  `json:"usage,omitempty"`
+	// Commit is the thread branch's commit after this turn, when its
+	// thread has a workspace; Changes what the turn changed. Omitted when
+	// empty, so a message of a thread without a workspace is stored as
+	// before; the moderator sees null.
+	Commit  string   `json:"commit,omitempty"`
+	Changes *Changes `json:"changes,omitempty"`
 }
 
 // MessageError says why a turn's answer is not what was asked for. The
 // moderator sees it and decides what to do.
 type MessageError struct {
-	// Kind is "adapter" (the CLI failed), "timeout", or "extract" (the
-	// structured output did not match the role's meta schema).
+	// Kind is "adapter" (the CLI failed), "timeout", "extract" (the
+	// structured output did not match the role's meta schema), "merge" or
+	// "workspace" (ErrorKindMerge, ErrorKindWorkspace).
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
 }
@@ -107,6 +116,9 @@ type State struct {
 	Step     int            `json:"step"`
 	Messages []Message      `json:"messages"`
 	Last     *Message       `json:"last"`
+	// Workspace is the thread's, when it has one: then every message in
+	// the document has commit and changes (null when absent).
+	Workspace *Workspace `json:"workspace,omitempty"`
 
 	docs *DocCache
 }
@@ -120,7 +132,7 @@ func (s State) WithCache(c *DocCache) State {
 // NewState builds the moderator's input from a thread and its messages
 // (in step order).
 func NewState(t *Thread, msgs []Message) State {
-	s := State{Workflow: t.Workflow, Thread: t.ID, Input: t.Input, Step: t.Step, Messages: msgs}
+	s := State{Workflow: t.Workflow, Thread: t.ID, Input: t.Input, Step: t.Step, Messages: msgs, Workspace: t.Workspace}
 	if s.Messages == nil {
 		s.Messages = []Message{}
 	}

@@ -24,12 +24,15 @@ type messageJSON struct {
 	Instruction *string                `json:"instruction"`
 	Adapter     *string                `json:"adapter"`
 	Usage       *usage.Usage           `json:"usage"`
+	Commit      *string                `json:"commit"`
+	Changes     *workflow.Changes      `json:"changes"`
 }
 
 func newMessageJSON(m workflow.Message) messageJSON {
 	return messageJSON{
 		Step: m.Step, Role: m.Role, Agent: m.Agent, Content: m.Content, Meta: m.Meta, Error: m.Error,
 		At: m.At, Instruction: nullable(m.Instruction), Adapter: nullable(m.Adapter), Usage: m.Usage,
+		Commit: nullable(m.Commit), Changes: m.Changes,
 	}
 }
 
@@ -47,6 +50,8 @@ type threadJSON struct {
 	CreatedAt time.Time      `json:"created_at"`
 	UpdatedAt time.Time      `json:"updated_at"`
 	EndedAt   *time.Time     `json:"ended_at"`
+	// Workspace is {repo, base, branch, head}, null without one.
+	Workspace *workflow.Workspace `json:"workspace"`
 }
 
 func newThreadJSON(remote string, t *workflow.Thread) threadJSON {
@@ -54,6 +59,7 @@ func newThreadJSON(remote string, t *workflow.Thread) threadJSON {
 		Ref: workflow.Ref{Remote: remote, Workflow: t.Workflow, Thread: t.ID}.String(),
 		ID:  t.ID, Workflow: t.Workflow, Status: t.Status, Step: t.Step, Input: t.Input,
 		Result: t.Result, Error: nullable(t.Error), CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+		Workspace: t.Workspace,
 	}
 	if !t.EndedAt.IsZero() {
 		j.EndedAt = &t.EndedAt

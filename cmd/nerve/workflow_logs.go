@@ -60,6 +60,9 @@ func workflowLogsRun(ctx context.Context, f *Factory, opts *workflowLogsOptions)
 	if err != nil {
 		return err
 	}
+	if !opts.JSON {
+		printWorkspace(f, t)
+	}
 	byStep := map[int]workflow.Message{}
 	for _, m := range msgs {
 		byStep[m.Step] = m
@@ -197,4 +200,44 @@ func printMessage(f *Factory, m workflow.Message) {
 	if m.Error != nil {
 		fmt.Fprintf(f.IO.Out, "    error (%s): %s\n", m.Error.Kind, m.Error.Message)
 	}
+	if w := workSummary(m); w != "" {
+		fmt.Fprintf(f.IO.Out, "    %s\n", w)
+	}
+}
+
+// printWorkspace is the header of the log of a thread with a workspace:
+// its branch and where it is.
+func printWorkspace(f *Factory, t *workflow.Thread) {
+	if ws := t.Workspace; ws != nil {
+		fmt.Fprintf(f.IO.Out, "branch %s at %s (base %s, %s)\n", ws.Branch, shortCommit(ws.Head), shortCommit(ws.Base), ws.Repo)
+	}
+}
+
+// workSummary is what a turn committed: "commit 1a2b3c4  +12 -3 in 2
+// files", "no changes", or "" for a message without a workspace.
+func workSummary(m workflow.Message) string {
+	var parts []string
+	if m.Commit != "" {
+		parts = append(parts, "commit "+shortCommit(m.Commit))
+	}
+	if c := m.Changes; c != nil {
+		if c.Files == 0 {
+			parts = append(parts, "no changes")
+		} else {
+			files := "files"
+			if c.Files == 1 {
+				files = "file"
+			}
+			parts = append(parts, fmt.Sprintf("+%d -%d in %d %s", c.Insertions, c.Deletions, c.Files, files))
+		}
+	}
+	return strings.Join(parts, "  ")
+}
+
+// shortCommit is a commit id as git log --oneline shows it.
+func shortCommit(id string) string {
+	if len(id) > 7 {
+		return id[:7]
+	}
+	return id
 }

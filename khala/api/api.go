@@ -76,6 +76,28 @@ type Response struct {
 	Error   *workflow.MessageError `json:"error,omitempty"`
 	Adapter string                 `json:"adapter,omitempty"`
 	Usage   *usage.Usage           `json:"usage,omitempty"`
+	// Commit is the thread branch's commit after the turn (pushed with a
+	// lease before the answer is sent), Changes what the turn changed;
+	// both only for a thread with a workspace.
+	Commit  string            `json:"commit,omitempty"`
+	Changes *workflow.Changes `json:"changes,omitempty"`
+}
+
+// StartThread starts a thread (POST /v1/workflows/{name}/threads).
+type StartThread struct {
+	Input     map[string]any  `json:"input"`
+	Webhook   string          `json:"webhook,omitempty"`
+	Workspace *StartWorkspace `json:"workspace,omitempty"`
+}
+
+// StartWorkspace is a new thread's workspace: the repository every serving
+// agent fetches from and pushes to (default: the definition's), the commit
+// it starts from (a full id: the CLI resolves a revision before it starts
+// the thread), and its branch (default nerve/WORKFLOW/thread-N).
+type StartWorkspace struct {
+	Repo   string `json:"repo,omitempty"`
+	Base   string `json:"base"`
+	Branch string `json:"branch,omitempty"`
 }
 
 // TurnEvents reports what an agent noticed while it runs a turn it holds

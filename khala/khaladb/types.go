@@ -144,6 +144,9 @@ type WebhookPayload struct {
 	Step     int    `json:"step,omitempty"`
 	Role     string `json:"role,omitempty"`
 	Turn     string `json:"turn,omitempty"`
+	// Workspace is the thread's branch and head when it ended (nil: it
+	// has none, or the event is not the end).
+	Workspace *workflow.Workspace `json:"workspace,omitempty"`
 }
 
 // TurnID names step of thread: thread-7.3.

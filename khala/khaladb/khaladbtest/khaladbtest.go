@@ -28,6 +28,7 @@ func Exercise(t *testing.T, open Opener) {
 		{"DueTurns", DueTurns},
 		{"Events", Events},
 		{"Wakeups", Wakeups},
+		{"Workspace", Workspace},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, open) })
 	}

@@ -1,0 +1,91 @@
+package khala
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/nerve-agents/nerve/khala/api"
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// Khala records a thread's workspace and moves its head; it never runs
+// git. The agents' daemons make the branch's commits and push them; an
+// answer's commit is where the branch is on the shared remote after that
+// turn, so it becomes the thread's head.
+
+// startWorkspace checks a start request's workspace (raw: the JSON, empty
+// or null when none was given) against the definition. It returns the
+// workspace with its branch left empty (the default needs the thread's
+// id: withBranch), or nil when the thread has none.
+func startWorkspace(def *workflow.Definition, raw json.RawMessage) (*workflow.Workspace, error) {
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		if def.Workspace != nil {
+			return nil, badRequest("workflow %s declares a workspace: give workspace.base, the commit the thread starts from ('nerve workflow run --base REV' resolves it)", def.Name)
+		}
+		return nil, nil
+	}
+	var req api.StartWorkspace
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, badRequest("workspace: %s; want {\"repo\", \"base\", \"branch\"?}", strings.TrimPrefix(jsonErr(err), "json: "))
+	}
+	ws := &workflow.Workspace{Repo: req.Repo, Base: strings.ToLower(req.Base), Branch: req.Branch}
+	if ws.Repo == "" && def.Workspace != nil {
+		ws.Repo = def.Workspace.Repo
+	}
+	if ws.Repo == "" {
+		return nil, badRequest("workspace.repo is required: workflow %s names no repository; give the git URL every serving agent can fetch from and push to", def.Name)
+	}
+	if err := workflow.CheckSharedRepo(ws.Repo); err != nil {
+		return nil, badRequest("workspace.repo %q: %s", ws.Repo, err)
+	}
+	switch {
+	case ws.Base == "":
+		return nil, badRequest("workspace.base is required: the commit the thread starts from, a full commit id")
+	case !workflow.IsCommitID(ws.Base):
+		return nil, badRequest("workspace.base %q: want a full commit id (40 hex digits); resolve the revision first ('git rev-parse REV'), and push it if the remote lacks it", req.Base)
+	}
+	if ws.Branch != "" {
+		if err := workflow.CheckBranch(ws.Branch); err != nil {
+			return nil, badRequest("workspace.branch %q is not a branch name git accepts: %s", ws.Branch, err)
+		}
+	}
+	ws.Head = ws.Base
+	return ws, nil
+}
+
+// withBranch gives ws the default branch of thread when it names none.
+func withBranch(ws *workflow.Workspace, def *workflow.Definition, thread string) error {
+	if ws == nil || ws.Branch != "" {
+		return nil
+	}
+	ws.Branch = workflow.DefaultBranch(def.Name, thread)
+	if err := workflow.CheckBranch(ws.Branch); err != nil {
+		return badRequest("workspace.branch: the default %q is not a branch name git accepts (%s); give a branch", ws.Branch, err)
+	}
+	return nil
+}
+
+// checkChanges checks an answer's commit and changes.
+func checkChanges(commit string, ch *workflow.Changes) error {
+	if commit != "" && !workflow.IsCommitID(commit) {
+		return badRequest("commit %q: want a full commit id (40 hex digits)", commit)
+	}
+	if ch != nil && (ch.Files < 0 || ch.Insertions < 0 || ch.Deletions < 0) {
+		return badRequest("changes: files, insertions and deletions must not be negative")
+	}
+	return nil
+}
+
+// movedHead is the thread's workspace after an answer with commit: a
+// copy (the view's record may be shared), or ws itself when nothing moves.
+func movedHead(ws *workflow.Workspace, commit string) *workflow.Workspace {
+	if ws == nil || commit == "" || ws.Head == commit {
+		return ws
+	}
+	moved := *ws
+	moved.Head = commit
+	return &moved
+}
