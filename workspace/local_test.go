@@ -1,0 +1,157 @@
+package workspace
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestLocalThreadsInParallel runs two local threads at once on one
+// repository: separate worktrees, separate branches, the user's checkout
+// (a staged change, an unstaged one, an untracked file) untouched.
+func TestLocalThreadsInParallel(t *testing.T) {
+	repo := newRepo(t)
+	write(t, filepath.Join(repo, "a.txt"), "one\ntwo\nthree\nstaged\n")
+	gitT(t, repo, "add", "a.txt")
+	write(t, filepath.Join(repo, "a.txt"), "one\ntwo\nthree\nstaged\nunstaged\n")
+	write(t, filepath.Join(repo, "notes.txt"), "untracked\n")
+	before := checkout(t, repo)
+	mainHead := gitT(t, repo, "rev-parse", "main")
+
+	m := newManager(t)
+	var wg sync.WaitGroup
+	dirs := make([]string, 2)
+	results := make([]Result, 2)
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			thread := fmt.Sprintf("thread-%d", i+1)
+			ws, err := m.Start(bg, Workspace{Repo: repo, Base: "main", Branch: BranchName("review", thread)})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			tr, err := m.Open(bg, Turn{Workspace: ws, Key: "review#" + thread, Step: 1})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			dirs[i] = tr.Dir
+			os.WriteFile(filepath.Join(tr.Dir, thread+".txt"), []byte("by "+thread+"\n"), 0o644)
+			results[i], errs[i] = tr.Finish(bg, "laptop-1", Subject("author", 1, "Add a file\nmore"))
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("thread %d: %v", i+1, err)
+		}
+	}
+	if dirs[0] == dirs[1] {
+		t.Fatalf("both threads worked in %s", dirs[0])
+	}
+	for i, d := range dirs {
+		if !strings.HasPrefix(d, filepath.Join(m.Home, "worktrees")) {
+			t.Errorf("worktree %s is not under NERVE_HOME/worktrees", d)
+		}
+		thread := fmt.Sprintf("thread-%d", i+1)
+		branch := "nerve/review/" + thread
+		if got := gitT(t, repo, "rev-parse", branch); got != results[i].Commit {
+			t.Errorf("%s at %s; want the turn's commit %s", branch, got, results[i].Commit)
+		}
+		if got := gitT(t, repo, "log", "-1", "--format=%an|%cn|%s|%P", branch); got != "laptop-1|laptop-1|author, step 1: Add a file|"+mainHead {
+			t.Errorf("commit: %q", got)
+		}
+		if got := gitT(t, repo, "show", "--name-only", "--format=", branch); got != thread+".txt" {
+			t.Errorf("%s changed %q; want only its own file", branch, got)
+		}
+		if want := (Changes{Files: 1, Insertions: 1}); results[i].Changes != want || results[i].Thread != want {
+			t.Errorf("changes %+v, thread %+v; want %+v", results[i].Changes, results[i].Thread, want)
+		}
+	}
+	if after := checkout(t, repo); after != before {
+		t.Errorf("the user's checkout changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// TestLocalConsecutiveTurns: the second turn reuses the thread's worktree
+// at the first turn's commit; commits the agent made itself are kept as
+// they are, and what it left uncommitted is committed after them.
+func TestLocalConsecutiveTurns(t *testing.T) {
+	repo := newRepo(t)
+	m := newManager(t)
+	ws, err := m.Start(bg, Workspace{Repo: repo, Branch: BranchName("fix", "thread-3")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws.Base != gitT(t, repo, "rev-parse", "HEAD") || ws.Head != ws.Base {
+		t.Fatalf("start: %+v", ws)
+	}
+	turn := Turn{Workspace: ws, Key: "fix#thread-3", Step: 1}
+	tr, err := m.Open(bg, turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(tr.Dir, "a.txt"), "one\n2\nthree\n")
+	r1, err := tr.Finish(bg, "agent-a", Subject("author", 1, "Fix two"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.Changes != (Changes{Files: 1, Insertions: 1, Deletions: 1}) {
+		t.Errorf("turn 1 changes %+v", r1.Changes)
+	}
+
+	turn.Head, turn.Step = r1.Commit, 2
+	tr2, err := m.Open(bg, turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr2.Dir != tr.Dir || tr2.Start != r1.Commit {
+		t.Fatalf("turn 2 in %s at %s; want %s at %s", tr2.Dir, tr2.Start, tr.Dir, r1.Commit)
+	}
+	write(t, filepath.Join(tr2.Dir, "c.txt"), "sea\n")
+	gitT(t, tr2.Dir, "add", "c.txt")
+	gitT(t, tr2.Dir, "commit", "-q", "-m", "agent's own commit")
+	write(t, filepath.Join(tr2.Dir, "b.txt"), "bee\nbuzz\n")
+	r2, err := tr2.Finish(bg, "agent-b", Subject("author", 2, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := gitT(t, repo, "log", "--format=%an %s", ws.Base+".."+ws.Branch)
+	want := "agent-b author, step 2\nTester agent's own commit\nagent-a author, step 1: Fix two"
+	if log != want {
+		t.Errorf("log:\n%s\nwant:\n%s", log, want)
+	}
+	if r2.Changes != (Changes{Files: 2, Insertions: 2}) || r2.Thread != (Changes{Files: 3, Insertions: 3, Deletions: 1}) {
+		t.Errorf("turn 2 changes %+v, thread %+v", r2.Changes, r2.Thread)
+	}
+
+	// A turn that changes nothing leaves the branch and reports zero files.
+	turn.Head, turn.Step = r2.Commit, 3
+	tr3, err := m.Open(bg, turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r3, err := tr3.Finish(bg, "agent-a", "reviewer, step 3: nothing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r3.Commit != r2.Commit || r3.Changes.Files != 0 {
+		t.Errorf("an empty turn gave %+v", r3)
+	}
+
+	ws.Head = r3.Commit
+	var diff strings.Builder
+	if err := m.Diff(bg, ws, &diff, false); err != nil {
+		t.Fatal(err)
+	}
+	if d := diff.String(); !strings.Contains(d, "3 files changed, 3 insertions(+), 1 deletion(-)") || !strings.Contains(d, "+buzz") {
+		t.Errorf("diff:\n%s", d)
+	}
+	if c, err := m.Changes(bg, ws); err != nil || c != r2.Thread {
+		t.Errorf("Changes = %+v, %v; want %+v", c, err, r2.Thread)
+	}
+}
