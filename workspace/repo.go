@@ -96,7 +96,8 @@ func remoteErr(op, url string, err error) error {
 	}
 	msg := lastLine(ge.stderr)
 	low := strings.ToLower(ge.stderr)
-	if strings.Contains(low, "does not appear to be a git repository") || strings.Contains(low, "not a git repository") {
+	if strings.Contains(low, "does not appear to be a git repository") || strings.Contains(low, "not a git repository") ||
+		(op == "clone" && (strings.Contains(low, "does not exist") || strings.Contains(low, "repository not found"))) {
 		return wsErr(ErrNotRepo, fmt.Sprintf("repo %s is not a git repository", url))
 	}
 	return wsErr(ErrRemote, fmt.Sprintf("%s %s failed: %s", op, url, msg))
