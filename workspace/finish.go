@@ -3,6 +3,8 @@ package workspace
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -110,7 +112,18 @@ func (tr *Tree) commit(ctx context.Context, author, subject string) (string, err
 	if _, err := m.run(ctx, tr.Dir, env, "commit", "--quiet", "--no-verify", "--allow-empty", "--cleanup=verbatim", "-m", subject); err != nil {
 		return "", fail("commit the agent's changes", err)
 	}
-	out, err := m.run(ctx, tr.Dir, nil, "rev-parse", "HEAD")
+	return tr.head(ctx)
+}
+
+// head is the worktree's commit: read from its detached HEAD file when it
+// can be, from git when not.
+func (tr *Tree) head(ctx context.Context) (string, error) {
+	if b, err := os.ReadFile(filepath.Join(tr.meta.Admin, "HEAD")); err == nil {
+		if h := strings.TrimSpace(string(b)); len(h) >= 40 && !strings.HasPrefix(h, "ref:") {
+			return h, nil
+		}
+	}
+	out, err := tr.m.run(ctx, tr.Dir, nil, "rev-parse", "HEAD")
 	if err != nil {
 		return "", fail("read the turn's commit", err)
 	}

@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 	code := m.Run()
 	os.RemoveAll(home)
+	for _, d := range benchTemps {
+		os.RemoveAll(d)
+	}
 	os.Exit(code)
 }
 

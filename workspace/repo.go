@@ -44,6 +44,15 @@ func (m *Manager) source(ctx context.Context, ws Workspace) (source, error) {
 	return source{dir: dir, repo: dir}, nil
 }
 
+// sourceDir is where source would find ws's repository, without git.
+func (m *Manager) sourceDir(ws Workspace) string {
+	if ws.Cloud {
+		return m.mirrorDir(ws.Repo)
+	}
+	dir, _ := filepath.Abs(ws.Repo)
+	return dir
+}
+
 // mirrorDir is where the mirror of url lives: one per URL, whatever the
 // credentials in it.
 func (m *Manager) mirrorDir(url string) string {

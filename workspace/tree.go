@@ -73,14 +73,23 @@ func (m *Manager) Open(ctx context.Context, t Turn) (*Tree, error) {
 	if start == "" || t.Key == "" {
 		return nil, wsErr(ErrUnknownRev, "the turn names no thread key or start commit")
 	}
-	src, err := m.source(ctx, t.Workspace)
-	if err != nil {
-		return nil, err
-	}
 	name := t.name()
-	tr := &Tree{Dir: filepath.Join(m.worktreesDir(), name), Start: start, m: m, turn: t, src: src,
+	tr := &Tree{Dir: filepath.Join(m.worktreesDir(), name), Start: start, m: m, turn: t,
 		path: filepath.Join(m.worktreesDir(), name+".json")}
 	old, _ := readMeta(tr.path)
+	if old != nil && old.Source == m.sourceDir(t.Workspace) {
+		// A worktree of this repository is here: no need to ask git again.
+		tr.src = source{dir: old.Source, cloud: t.Cloud, repo: t.Repo}
+		if !t.Cloud {
+			tr.src.repo = old.Source
+		}
+	} else {
+		var err error
+		if tr.src, err = m.source(ctx, t.Workspace); err != nil {
+			return nil, err
+		}
+	}
+	src := tr.src
 	if old != nil && old.Source != src.dir {
 		m.removeTree(ctx, tr.Dir, old)
 		old = nil
