@@ -2,8 +2,10 @@ package workspace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -58,32 +60,30 @@ func (tr *Tree) Finish(ctx context.Context, author, subject string) (Result, err
 	if err := tr.repair(); err != nil {
 		return Result{}, err
 	}
-	st, err := tr.status(ctx)
+	h, err := tr.where(ctx)
 	if err != nil {
-		return Result{}, fail("read the worktree", err)
+		return Result{}, err
 	}
-	head := st.oid
+	head := h.oid
 	if head != tr.Start {
 		if _, err := m.run(ctx, tr.Dir, nil, "merge-base", "--is-ancestor", tr.Start, head); err != nil {
 			where := "commit " + short(head)
-			if !st.detached {
-				where = "branch " + strconv.Quote(st.branch)
+			if h.branch != "" {
+				where = "branch " + strconv.Quote(h.branch)
 			}
 			return Result{}, wsErr(ErrWorktree, fmt.Sprintf("the agent left worktree %s on %s, which does not descend from the turn's start %s; the branch stays at %s",
 				tr.Dir, where, short(tr.Start), short(tr.Start)))
 		}
 	}
-	if !st.detached {
+	if h.branch != "" {
 		// The agent checked out (or made) a branch; its work descends from
 		// Start, so it is kept and the worktree detached again.
 		if _, err := m.run(ctx, tr.Dir, nil, "checkout", "--quiet", "--detach"); err != nil {
 			return Result{}, fail("detach the worktree", err)
 		}
 	}
-	if st.dirty {
-		if head, err = tr.commit(ctx, author, subject); err != nil {
-			return Result{}, err
-		}
+	if head, err = tr.commit(ctx, author, subject, head); err != nil {
+		return Result{}, err
 	}
 	var res Result
 	res.Commit = head
@@ -102,17 +102,32 @@ func (tr *Tree) Finish(ctx context.Context, author, subject string) (Result, err
 	return res, nil
 }
 
-// commit commits everything in the worktree on the agent's behalf.
-func (tr *Tree) commit(ctx context.Context, author, subject string) (string, error) {
+// commit commits everything in the worktree on the agent's behalf, if
+// anything is left uncommitted, and returns the worktree's commit.
+func (tr *Tree) commit(ctx context.Context, author, subject, head string) (string, error) {
 	m := tr.m
 	if _, err := m.run(ctx, tr.Dir, nil, "add", "--all"); err != nil {
 		return "", fail("stage the agent's changes", err)
 	}
-	env := identity(author)
-	if _, err := m.run(ctx, tr.Dir, env, "commit", "--quiet", "--no-verify", "--allow-empty", "--cleanup=verbatim", "-m", subject); err != nil {
+	_, err := m.run(ctx, tr.Dir, nil, "diff", "--cached", "--quiet", "--no-ext-diff", "HEAD", "--")
+	var ge *gitError
+	if err == nil {
+		return head, nil // nothing left uncommitted
+	} else if !errors.As(err, &ge) || exitCode(ge.err) != 1 {
+		return "", fail("compare the agent's changes", err)
+	}
+	if _, err := m.run(ctx, tr.Dir, identity(author), "commit", "--quiet", "--no-verify", "--cleanup=verbatim", "-m", subject); err != nil {
 		return "", fail("commit the agent's changes", err)
 	}
 	return tr.head(ctx)
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
 }
 
 // head is the worktree's commit: read from its detached HEAD file when it

@@ -79,6 +79,7 @@ var gitFlags = []string{
 	"-c", "core.fsmonitor=false",
 	"-c", "advice.detachedHead=false",
 	"-c", "gc.auto=0",
+	"-c", "core.untrackedCache=true",
 }
 
 // environ is the environment git runs in: the daemon's, without what would
@@ -98,7 +99,7 @@ func environ(extra []string) []string {
 		}
 		env = append(env, kv)
 	}
-	env = append(env, "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C", "GIT_OPTIONAL_LOCKS=0")
+	env = append(env, "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C")
 	if !sshSet {
 		env = append(env, "GIT_SSH_COMMAND=ssh -o BatchMode=yes")
 	}

@@ -123,11 +123,11 @@ func (tr *Tree) reuse(ctx context.Context) error {
 	if err := tr.repair(); err != nil {
 		return err
 	}
-	st, err := tr.status(ctx)
-	if err != nil {
-		return err
-	}
-	if st.oid != tr.Start || !st.detached || st.dirty || tr.meta.State != stateIdle {
+	// The last Finish left the worktree clean at its commit: reused as is
+	// when that is where this turn starts (files touched between turns,
+	// outside any turn, go with the next turn's commit).
+	h, err := tr.where(ctx)
+	if err != nil || h.oid != tr.Start || h.branch != "" || tr.meta.State != stateIdle {
 		if _, err := tr.m.run(ctx, tr.Dir, nil, "checkout", "--quiet", "--detach", "--force", tr.Start); err != nil {
 			return err
 		}
@@ -183,36 +183,30 @@ func (tr *Tree) repair() error {
 	return nil
 }
 
-// wtStatus is what `git status` says of a worktree.
-type wtStatus struct {
-	oid      string
-	branch   string // the checked-out branch, "" when detached
-	detached bool
-	dirty    bool
+// wtHead is where a worktree's HEAD is: a commit, and the branch when
+// the agent checked one out.
+type wtHead struct {
+	oid    string
+	branch string // "" when detached, as nerve leaves it
 }
 
-func (tr *Tree) status(ctx context.Context) (wtStatus, error) {
-	out, err := tr.m.run(ctx, tr.Dir, nil, "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=normal")
+// where reads the worktree's HEAD from its file (no git process on the
+// common path), asking git only when HEAD names a branch.
+func (tr *Tree) where(ctx context.Context) (wtHead, error) {
+	b, err := os.ReadFile(filepath.Join(tr.meta.Admin, "HEAD"))
 	if err != nil {
-		return wtStatus{}, err
+		return wtHead{}, wsErr(ErrWorktree, fmt.Sprintf("worktree %s: git no longer knows it (%v)", tr.Dir, err))
 	}
-	var st wtStatus
-	for _, e := range strings.Split(out, "\x00") {
-		switch {
-		case e == "":
-		case strings.HasPrefix(e, "# branch.oid "):
-			st.oid = strings.TrimPrefix(e, "# branch.oid ")
-		case strings.HasPrefix(e, "# branch.head "):
-			st.branch = strings.TrimPrefix(e, "# branch.head ")
-			if st.branch == "(detached)" {
-				st.branch, st.detached = "", true
-			}
-		case strings.HasPrefix(e, "#"):
-		default:
-			st.dirty = true
-		}
+	h := strings.TrimSpace(string(b))
+	ref, onBranch := strings.CutPrefix(h, "ref: ")
+	if !onBranch {
+		return wtHead{oid: h}, nil
 	}
-	return st, nil
+	out, err := tr.m.run(ctx, tr.Dir, nil, "rev-parse", "--verify", "--quiet", "HEAD")
+	if err != nil {
+		return wtHead{}, wsErr(ErrWorktree, fmt.Sprintf("the agent left worktree %s on %s, which has no commit", tr.Dir, ref))
+	}
+	return wtHead{oid: strings.TrimSpace(out), branch: strings.TrimPrefix(ref, "refs/heads/")}, nil
 }
 
 // save records the tree's state; a rename makes it whole after a kill -9.
