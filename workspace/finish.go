@@ -109,14 +109,16 @@ func (tr *Tree) commit(ctx context.Context, author, subject, head string) (strin
 	if _, err := m.run(ctx, tr.Dir, nil, "add", "--all"); err != nil {
 		return "", fail("stage the agent's changes", err)
 	}
-	_, err := m.run(ctx, tr.Dir, nil, "diff", "--cached", "--quiet", "--no-ext-diff", "HEAD", "--")
-	var ge *gitError
-	if err == nil {
-		return head, nil // nothing left uncommitted
-	} else if !errors.As(err, &ge) || exitCode(ge.err) != 1 {
-		return "", fail("compare the agent's changes", err)
-	}
-	if _, err := m.run(ctx, tr.Dir, identity(author), "commit", "--quiet", "--no-verify", "--cleanup=verbatim", "-m", subject); err != nil {
+	_, err := m.run(ctx, tr.Dir, identity(author), "commit", "--quiet", "--no-verify", "--cleanup=verbatim", "-m", subject)
+	if err != nil {
+		// Exit 1 with nothing staged is "nothing to commit": the agent
+		// committed all it did, or did nothing.
+		var ge *gitError
+		if errors.As(err, &ge) && exitCode(ge.err) == 1 {
+			if _, derr := m.run(ctx, tr.Dir, nil, "diff", "--cached", "--quiet", "--no-ext-diff", "HEAD", "--"); derr == nil {
+				return head, nil
+			}
+		}
 		return "", fail("commit the agent's changes", err)
 	}
 	return tr.head(ctx)

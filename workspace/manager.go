@@ -79,6 +79,7 @@ var gitFlags = []string{
 	"-c", "core.fsmonitor=false",
 	"-c", "advice.detachedHead=false",
 	"-c", "gc.auto=0",
+	"-c", "maintenance.auto=false",
 	"-c", "core.untrackedCache=true",
 }
 
