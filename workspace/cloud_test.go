@@ -153,6 +153,8 @@ func TestBaseTheRemoteLacks(t *testing.T) {
 		t.Error("a refused Start created the branch")
 	}
 	// A turn whose head the remote lacks is refused the same way.
-	_, err := m.Open(bg, Turn{Workspace: Workspace{Repo: remote, Cloud: true, Branch: "b", Base: local, Head: local}, Key: "w#thread-9"})
-	wantErr(t, err, ErrUnknownRev, KindWorkspace)
+	for _, m := range []*Manager{m, newManager(t)} { // a mirror fetched before, and a first clone
+		_, err := m.Open(bg, Turn{Workspace: Workspace{Repo: remote, Cloud: true, Branch: "b", Base: local, Head: local}, Key: "w#thread-9"})
+		wantErr(t, err, ErrUnknownRev, KindWorkspace)
+	}
 }

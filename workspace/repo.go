@@ -14,6 +14,7 @@ import (
 type source struct {
 	dir   string // where git runs: the repository's top level, or the mirror
 	cloud bool
+	fresh bool   // a mirror cloned just now: it has every commit the remote has
 	repo  string // as given, for messages (redacted when shown)
 }
 
@@ -24,8 +25,8 @@ func (m *Manager) source(ctx context.Context, ws Workspace) (source, error) {
 		return source{}, wsErr(ErrNotRepo, "the workspace names no repository")
 	}
 	if ws.Cloud {
-		dir, err := m.mirror(ctx, ws.Repo)
-		return source{dir: dir, cloud: true, repo: ws.Repo}, err
+		dir, fresh, err := m.mirror(ctx, ws.Repo)
+		return source{dir: dir, cloud: true, fresh: fresh, repo: ws.Repo}, err
 	}
 	dir, err := filepath.Abs(ws.Repo)
 	if err != nil {
@@ -62,27 +63,27 @@ func (m *Manager) mirrorDir(url string) string {
 // mirror returns the mirror of url, cloning it first if absent. The clone
 // goes to a temporary directory renamed into place, so a crash never
 // leaves a half mirror where a later turn would look.
-func (m *Manager) mirror(ctx context.Context, url string) (string, error) {
-	dir := m.mirrorDir(url)
+func (m *Manager) mirror(ctx context.Context, url string) (dir string, fresh bool, err error) {
+	dir = m.mirrorDir(url)
 	defer m.lock(dir)()
 	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err == nil {
-		return dir, nil
+		return dir, false, nil
 	}
 	if err := os.MkdirAll(m.reposDir(), 0o700); err != nil {
-		return "", wsErr(ErrGit, fmt.Sprintf("create %s: %v", m.reposDir(), err))
+		return "", false, wsErr(ErrGit, fmt.Sprintf("create %s: %v", m.reposDir(), err))
 	}
 	tmp, err := os.MkdirTemp(m.reposDir(), ".clone-")
 	if err != nil {
-		return "", wsErr(ErrGit, fmt.Sprintf("create a mirror in %s: %v", m.reposDir(), err))
+		return "", false, wsErr(ErrGit, fmt.Sprintf("create a mirror in %s: %v", m.reposDir(), err))
 	}
 	defer os.RemoveAll(tmp)
 	if _, err := m.run(ctx, "", nil, "clone", "--mirror", "--quiet", "--", url, tmp); err != nil {
-		return "", remoteErr("clone", url, err)
+		return "", false, remoteErr("clone", url, err)
 	}
 	if err := os.Rename(tmp, dir); err != nil {
-		return "", wsErr(ErrGit, fmt.Sprintf("move the mirror of %s into place: %v", url, err))
+		return "", false, wsErr(ErrGit, fmt.Sprintf("move the mirror of %s into place: %v", url, err))
 	}
-	return dir, nil
+	return dir, true, nil
 }
 
 // fetch brings the mirror up to date with its remote (what changed only).

@@ -99,7 +99,10 @@ func (m *Manager) Open(ctx context.Context, t Turn) (*Tree, error) {
 			return nil, err
 		}
 	}
-	known := old != nil && (old.Head == start || old.Start == start)
+	// Whether the repository has start is known without asking when this
+	// worktree was there already, or the mirror was cloned just now (a
+	// failing worktree add then says which).
+	known := old != nil && (old.Head == start || old.Start == start) || src.fresh
 	if !known {
 		if err := m.ensure(ctx, src, start, "commit"); err != nil {
 			return nil, err
@@ -144,23 +147,37 @@ func (tr *Tree) add(ctx context.Context) error {
 	if err := os.MkdirAll(m.worktreesDir(), 0o700); err != nil {
 		return wsErr(ErrGit, fmt.Sprintf("create %s: %v", m.worktreesDir(), err))
 	}
-	unlock := m.lock(tr.src.dir)
-	_ = os.RemoveAll(tr.Dir)
-	_, err := m.run(ctx, tr.src.dir, nil, "worktree", "add", "--quiet", "--force", "--detach", tr.Dir, tr.Start)
-	unlock()
+	err := tr.worktreeAdd(ctx)
+	if err != nil && !m.has(ctx, tr.src.dir, tr.Start) {
+		if err := m.ensure(ctx, tr.src, tr.Start, "commit"); err != nil {
+			return err
+		}
+		err = tr.worktreeAdd(ctx)
+	}
 	if err != nil {
 		return fail("add a worktree for "+tr.turn.Key, err)
 	}
-	admin, err := m.run(ctx, tr.Dir, nil, "rev-parse", "--absolute-git-dir")
-	if err != nil {
-		return fail("read the new worktree", err)
+	dotgit, err := os.ReadFile(filepath.Join(tr.Dir, ".git"))
+	admin, ok := strings.CutPrefix(strings.TrimSpace(string(dotgit)), "gitdir: ")
+	if err != nil || !ok {
+		return wsErr(ErrWorktree, fmt.Sprintf("git made worktree %s without its .git file", tr.Dir))
+	}
+	if !filepath.IsAbs(admin) {
+		admin = filepath.Join(tr.Dir, admin)
 	}
 	tr.meta = treeMeta{Key: tr.turn.Key, Source: tr.src.dir, Cloud: tr.src.cloud,
-		Admin: strings.TrimSpace(admin), Branch: tr.turn.Branch}
+		Admin: admin, Branch: tr.turn.Branch}
 	if tr.turn.Parallel {
 		tr.meta.Step = tr.turn.Step
 	}
 	return tr.save(stateTurn, "")
+}
+
+func (tr *Tree) worktreeAdd(ctx context.Context) error {
+	defer tr.m.lock(tr.src.dir)()
+	_ = os.RemoveAll(tr.Dir)
+	_, err := tr.m.run(ctx, tr.src.dir, nil, "worktree", "add", "--quiet", "--force", "--detach", tr.Dir, tr.Start)
+	return err
 }
 
 // repair puts back the .git file of a worktree an agent deleted it from.
