@@ -158,3 +158,49 @@ func TestBaseTheRemoteLacks(t *testing.T) {
 		wantErr(t, err, ErrUnknownRev, KindWorkspace)
 	}
 }
+
+// TestResolveThenFirstTurnCreatesBranch: a cloud thread resolved before
+// Khala numbers it has no branch yet; its first turn's push creates it
+// (a lease on "absent"), and a second first turn racing it is refused.
+func TestResolveThenFirstTurnCreatesBranch(t *testing.T) {
+	remote := newRemote(t)
+	m1, m2 := newManager(t), newManager(t)
+	ws, err := m1.Resolve(bg, Workspace{Repo: remote, Cloud: true, Base: "main~1", Branch: "nerve/w/thread-4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws.Base != gitT(t, remote, "rev-parse", "main~1") || ws.Head != "" {
+		t.Fatalf("resolved %+v", ws)
+	}
+	if _, err := gitE(remote, "rev-parse", "--verify", "refs/heads/"+ws.Branch); err == nil {
+		t.Fatal("Resolve created the branch")
+	}
+	turn := Turn{Workspace: ws, Key: "w#thread-4", Step: 1}
+	tr1, err := m1.Open(bg, turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr2, err := m2.Open(bg, turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr1.Start != ws.Base {
+		t.Errorf("first turn starts at %s; want the base", tr1.Start)
+	}
+	write(t, filepath.Join(tr1.Dir, "one.txt"), "1\n")
+	write(t, filepath.Join(tr2.Dir, "two.txt"), "2\n")
+	res, err := tr1.Finish(bg, "a", "author, step 1: first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := gitT(t, remote, "rev-parse", "refs/heads/"+ws.Branch); got != res.Commit {
+		t.Errorf("branch at %s; want %s", got, res.Commit)
+	}
+	_, err = tr2.Finish(bg, "b", "author, step 1: second")
+	e := wantErr(t, err, ErrPushRefused, KindWorkspace)
+	if !strings.Contains(e.Msg, "exists there already") {
+		t.Errorf("message: %s", e.Msg)
+	}
+	_, err = m2.Resolve(bg, Workspace{Repo: remote, Cloud: true, Branch: ws.Branch})
+	wantErr(t, err, ErrBranchExists, KindWorkspace)
+}

@@ -7,21 +7,48 @@ import (
 	"strings"
 )
 
-// Start begins a thread's workspace: it checks ws.Branch, resolves ws.Base
-// ("" is the repository's HEAD) to a commit, refuses a branch that exists
-// and creates the branch at the base (for a cloud thread, by a push that
-// fails if the remote has the branch). The result has Base and Head set to
-// that commit; the thread records it.
+// Start begins a thread's workspace: Resolve, then the branch is created
+// at the base (for a cloud thread, by a push that fails if the remote has
+// the branch). The result has Base and Head set to that commit; the thread
+// records it.
 func (m *Manager) Start(ctx context.Context, ws Workspace) (Workspace, error) {
-	if err := m.ValidBranch(ctx, ws.Branch); err != nil {
-		return ws, err
-	}
-	src, err := m.source(ctx, ws)
+	src, ws, err := m.resolveBase(ctx, ws)
 	if err != nil {
 		return ws, err
 	}
-	if err := m.fetch(ctx, src); err != nil {
+	if err := m.moveBranch(ctx, src, ws.Branch, ws.Base, ""); err != nil {
+		if errors.Is(err, ErrBranchMoved) || errors.Is(err, ErrPushRefused) {
+			return ws, branchExists(ws.Branch, src.repo)
+		}
 		return ws, err
+	}
+	ws.Head = ws.Base
+	return ws, nil
+}
+
+// Resolve checks a thread's workspace before the thread exists, without
+// creating anything: ws.Branch must be a valid branch name that does not
+// exist, and ws.Base ("" is the repository's HEAD) becomes the commit it
+// names, which a cloud thread's remote must have. A cloud thread whose
+// number Khala gives can Resolve first and leave the branch to its first
+// turn (Head ""), whose push creates it.
+func (m *Manager) Resolve(ctx context.Context, ws Workspace) (Workspace, error) {
+	_, ws, err := m.resolveBase(ctx, ws)
+	return ws, err
+}
+
+func (m *Manager) resolveBase(ctx context.Context, ws Workspace) (source, Workspace, error) {
+	if err := m.ValidBranch(ctx, ws.Branch); err != nil {
+		return source{}, ws, err
+	}
+	src, err := m.source(ctx, ws)
+	if err != nil {
+		return src, ws, err
+	}
+	if !src.fresh {
+		if err := m.fetch(ctx, src); err != nil {
+			return src, ws, err
+		}
 	}
 	rev := ws.Base
 	if rev == "" {
@@ -30,22 +57,15 @@ func (m *Manager) Start(ctx context.Context, ws Workspace) (Workspace, error) {
 	base := m.resolve(ctx, src.dir, rev)
 	if base == "" {
 		if src.cloud {
-			return ws, wsErr(ErrUnknownRev, fmt.Sprintf("base %q is not in %s; push it first", rev, src.repo))
+			return src, ws, wsErr(ErrUnknownRev, fmt.Sprintf("base %q is not in %s; push it first", rev, src.repo))
 		}
-		return ws, wsErr(ErrUnknownRev, fmt.Sprintf("base %q is not a revision of %s", rev, src.repo))
+		return src, ws, wsErr(ErrUnknownRev, fmt.Sprintf("base %q is not a revision of %s", rev, src.repo))
 	}
-	ref := "refs/heads/" + ws.Branch
-	if m.resolve(ctx, src.dir, ref) != "" {
-		return ws, branchExists(ws.Branch, src.repo)
+	if m.resolve(ctx, src.dir, "refs/heads/"+ws.Branch) != "" {
+		return src, ws, branchExists(ws.Branch, src.repo)
 	}
-	if err := m.moveBranch(ctx, src, ws.Branch, base, ""); err != nil {
-		if errors.Is(err, ErrBranchMoved) || errors.Is(err, ErrPushRefused) {
-			return ws, branchExists(ws.Branch, src.repo)
-		}
-		return ws, err
-	}
-	ws.Base, ws.Head = base, base
-	return ws, nil
+	ws.Base = base
+	return src, ws, nil
 }
 
 func branchExists(branch, repo string) error {
@@ -60,6 +80,9 @@ func (m *Manager) moveBranch(ctx context.Context, src source, branch, new, old s
 	ref := "refs/heads/" + branch
 	if !src.cloud {
 		if _, err := m.run(ctx, src.dir, nil, "update-ref", "-m", "nerve: turn", ref, new, old); err != nil {
+			if old == "" {
+				return wsErr(ErrBranchMoved, fmt.Sprintf("branch %q exists in %s already; commit %s is kept in the worktree", branch, src.repo, short(new)))
+			}
 			return wsErr(ErrBranchMoved, fmt.Sprintf("branch %q moved in %s while the turn ran (expected %s)", branch, src.repo, orNone(old)))
 		}
 		return nil
@@ -69,8 +92,12 @@ func (m *Manager) moveBranch(ctx context.Context, src source, branch, new, old s
 	if err != nil {
 		var ge *gitError
 		if errors.As(err, &ge) && isRefusal(ge.stderr) {
+			if old == "" {
+				return wsErr(ErrPushRefused, fmt.Sprintf("push of branch %q to %s refused: the branch exists there already; commit %s is kept in this machine's mirror",
+					branch, src.repo, short(new)))
+			}
 			return wsErr(ErrPushRefused, fmt.Sprintf("push of branch %q to %s refused: the remote's branch is no longer at %s (another agent pushed); commit %s is kept in this machine's mirror",
-				branch, src.repo, orNone(old), short(new)))
+				branch, src.repo, short(old), short(new)))
 		}
 		return remoteErr("push to", src.repo, err)
 	}
