@@ -155,3 +155,48 @@ func TestLocalConsecutiveTurns(t *testing.T) {
 		t.Errorf("Changes = %+v, %v; want %+v", c, err, r2.Thread)
 	}
 }
+
+// TestCheckout makes a local branch of a thread's head in the user's
+// repository and switches to it; an existing branch behind the head is
+// fast-forwarded, one that diverged is refused and left alone.
+func TestCheckout(t *testing.T) {
+	repo := newRepo(t)
+	m := newManager(t)
+	ws, err := m.Start(bg, Workspace{Repo: repo, Branch: "nerve/w/thread-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := m.Open(bg, Turn{Workspace: ws, Key: "w#thread-1", Step: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(tr.Dir, "new.txt"), "new\n")
+	res, err := tr.Finish(bg, "agent", "author, step 1: new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.Head = res.Commit
+
+	gitT(t, repo, "branch", "behind", ws.Base)
+	gitT(t, repo, "branch", "diverged", gitT(t, repo, "commit-tree", "main~1^{tree}", "-p", "main~1", "-m", "elsewhere"))
+	diverged := gitT(t, repo, "rev-parse", "diverged")
+	for _, name := range []string{"", "review", "behind"} {
+		got, err := m.Checkout(bg, repo, ws, name)
+		if err != nil {
+			t.Fatalf("checkout %q: %v", name, err)
+		}
+		if cur := gitT(t, repo, "symbolic-ref", "--short", "HEAD"); cur != got || gitT(t, repo, "rev-parse", "HEAD") != res.Commit {
+			t.Errorf("checkout %q: on %s at %s", name, cur, gitT(t, repo, "rev-parse", "HEAD"))
+		}
+		if read(t, filepath.Join(repo, "new.txt")) != "new\n" {
+			t.Errorf("checkout %q: the thread's file is not in the working tree", name)
+		}
+	}
+	_, err = m.Checkout(bg, repo, ws, "diverged")
+	wantErr(t, err, ErrBranchExists, KindWorkspace)
+	if gitT(t, repo, "rev-parse", "diverged") != diverged {
+		t.Error("a refused checkout moved the branch")
+	}
+	_, err = m.Checkout(bg, repo, ws, "bad name")
+	wantErr(t, err, ErrBadBranch, KindWorkspace)
+}
