@@ -18,6 +18,8 @@
 //
 //   - Start, once per thread: checks the branch name, resolves the base to
 //     a commit (refusing one the remote lacks) and creates the branch.
+//     Resolve does the checks alone, for a cloud thread whose number (and
+//     so its branch) Khala gives later: its first turn creates the branch.
 //   - Open before a turn: the worktree at the thread's head, its path for
 //     NERVE_WORKDIR.
 //   - Tree.Finish after the turn: commits what the agent left, counts the

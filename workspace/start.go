@@ -80,6 +80,9 @@ func (m *Manager) moveBranch(ctx context.Context, src source, branch, new, old s
 	ref := "refs/heads/" + branch
 	if !src.cloud {
 		if _, err := m.run(ctx, src.dir, nil, "update-ref", "-m", "nerve: turn", ref, new, old); err != nil {
+			if m.resolve(ctx, src.dir, ref) == new {
+				return nil // moved there already: publishing again is harmless
+			}
 			if old == "" {
 				return wsErr(ErrBranchMoved, fmt.Sprintf("branch %q exists in %s already; commit %s is kept in the worktree", branch, src.repo, short(new)))
 			}
