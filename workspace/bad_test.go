@@ -116,9 +116,25 @@ func TestAgentDeletesDotGit(t *testing.T) {
 	if got := gitT(t, repo, "show", "nerve/w/thread-1:work.txt"); got != "kept" || res.Changes.Files != 1 {
 		t.Errorf("work.txt on the branch: %q (%+v)", got, res)
 	}
-	// Deleted again between turns: the next Open repairs it too.
-	os.Remove(filepath.Join(tr.Dir, ".git"))
+	// The whole worktree removed: the turn fails clearly, the branch stays,
+	// and the next Open makes the worktree again.
 	ws.Head = res.Commit
+	tr, err = m.Open(bg, Turn{Workspace: ws, Key: "w#thread-1", Step: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(tr.Dir)
+	_, err = tr.Finish(bg, "agent", "author, step 2: gone")
+	wantErr(t, err, ErrWorktree, KindWorkspace)
+	if got := gitT(t, repo, "rev-parse", "nerve/w/thread-1"); got != res.Commit {
+		t.Errorf("branch moved to %s", got)
+	}
+	if tr, err = m.Open(bg, Turn{Workspace: ws, Key: "w#thread-1", Step: 2}); err != nil || read(t, filepath.Join(tr.Dir, "work.txt")) != "kept\n" {
+		t.Fatalf("reopen after removal: %v", err)
+	}
+
+	// .git deleted between turns: the next Open repairs it.
+	os.Remove(filepath.Join(tr.Dir, ".git"))
 	tr2, err := m.Open(bg, Turn{Workspace: ws, Key: "w#thread-1", Step: 2})
 	if err != nil || tr2.Dir != tr.Dir {
 		t.Fatalf("reopen: %v", err)
