@@ -50,8 +50,11 @@ func TestCloudTwoMachines(t *testing.T) {
 		if parent := gitT(t, remote, "rev-parse", res.Commit+"^"); parent != head {
 			t.Fatalf("step %d: commit's parent %s; want the previous head %s", step, parent, head)
 		}
-		if res.Thread.Files != step {
-			t.Errorf("step %d: thread changes %+v", step, res.Thread)
+		if res.Changes != (Changes{Files: 1, Insertions: 1}) {
+			t.Errorf("step %d: turn changes %+v", step, res.Changes)
+		}
+		if c, err := m.Changes(bg, Workspace{Repo: remote, Cloud: true, Base: ws.Base, Head: res.Commit}); err != nil || c.Files != step {
+			t.Errorf("step %d: thread changes %+v, %v", step, c, err)
 		}
 		head = res.Commit
 	}

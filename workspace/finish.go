@@ -23,8 +23,7 @@ type Changes struct {
 // Result is what a finished turn left.
 type Result struct {
 	Commit  string  // the turn's last commit (Start when it changed nothing)
-	Changes Changes // the turn's change: Start..Commit
-	Thread  Changes // the thread's change: Base..Commit
+	Changes Changes // the turn's change: Start..Commit (Manager.Changes sums the thread's)
 	Ref     string  // a parallel turn's commit is kept under this ref for Merge
 }
 
@@ -82,19 +81,15 @@ func (tr *Tree) Finish(ctx context.Context, author, subject string) (Result, err
 			return Result{}, fail("detach the worktree", err)
 		}
 	}
-	if head, err = tr.commit(ctx, author, subject, head); err != nil {
+	var res Result
+	var summary *Changes
+	if res.Commit, summary, err = tr.commit(ctx, author, subject, head); err != nil {
 		return Result{}, err
 	}
-	var res Result
-	res.Commit = head
-	if res.Changes, err = m.changes(ctx, tr.Dir, tr.Start, head); err != nil {
+	if summary != nil && head == tr.Start {
+		res.Changes = *summary // the turn is the one commit git just summed up
+	} else if res.Changes, err = m.changes(ctx, tr.Dir, tr.Start, res.Commit); err != nil {
 		return res, err
-	}
-	res.Thread = res.Changes
-	if base := tr.turn.Base; base != "" && base != tr.Start {
-		if res.Thread, err = m.changes(ctx, tr.Dir, base, head); err != nil {
-			return res, err
-		}
 	}
 	if err := tr.publish(ctx, &res); err != nil {
 		return res, err
@@ -103,25 +98,33 @@ func (tr *Tree) Finish(ctx context.Context, author, subject string) (Result, err
 }
 
 // commit commits everything in the worktree on the agent's behalf, if
-// anything is left uncommitted, and returns the worktree's commit.
-func (tr *Tree) commit(ctx context.Context, author, subject, head string) (string, error) {
+// anything is left uncommitted, and returns the worktree's commit and, when
+// it committed, the commit's change as git summed it up.
+func (tr *Tree) commit(ctx context.Context, author, subject, head string) (string, *Changes, error) {
 	m := tr.m
 	if _, err := m.run(ctx, tr.Dir, nil, "add", "--all"); err != nil {
-		return "", fail("stage the agent's changes", err)
+		return "", nil, fail("stage the agent's changes", err)
 	}
-	_, err := m.run(ctx, tr.Dir, identity(author), "commit", "--quiet", "--no-verify", "--cleanup=verbatim", "-m", subject)
+	out, err := m.run(ctx, tr.Dir, identity(author), "commit", "--no-verify", "--cleanup=verbatim", "--no-status", "-m", subject)
 	if err != nil {
 		// Exit 1 with nothing staged is "nothing to commit": the agent
 		// committed all it did, or did nothing.
 		var ge *gitError
 		if errors.As(err, &ge) && exitCode(ge.err) == 1 {
 			if _, derr := m.run(ctx, tr.Dir, nil, "diff", "--cached", "--quiet", "--no-ext-diff", "HEAD", "--"); derr == nil {
-				return head, nil
+				return head, nil, nil
 			}
 		}
-		return "", fail("commit the agent's changes", err)
+		return "", nil, fail("commit the agent's changes", err)
 	}
-	return tr.head(ctx)
+	next, err := tr.head(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	if c, ok := parseShortstat(out); ok {
+		return next, &c, nil
+	}
+	return next, nil, nil
 }
 
 func exitCode(err error) int {
@@ -190,22 +193,32 @@ func TurnRef(branch string, step int, commit string) string {
 	return fmt.Sprintf("refs/nerve/turns/%s/step-%d-%s", branch, step, short(commit))
 }
 
-var shortstat = regexp.MustCompile(`(\d+) files? changed(?:, (\d+) insertions?\(\+\))?(?:, (\d+) deletions?\(-\))?`)
+var shortstat = regexp.MustCompile(`(?m)^ ?(\d+) files? changed(?:, (\d+) insertions?\(\+\))?(?:, (\d+) deletions?\(-\))?$`)
 
-// changes counts the diff from..to.
+// parseShortstat reads git's "N files changed, I insertions(+), D
+// deletions(-)" line.
+func parseShortstat(out string) (Changes, bool) {
+	g := shortstat.FindStringSubmatch(out)
+	if g == nil {
+		return Changes{}, false
+	}
+	var c Changes
+	c.Files, _ = strconv.Atoi(g[1])
+	c.Insertions, _ = strconv.Atoi(g[2])
+	c.Deletions, _ = strconv.Atoi(g[3])
+	return c, true
+}
+
+// changes counts the diff from..to, renames found as `git commit` finds
+// them.
 func (m *Manager) changes(ctx context.Context, dir, from, to string) (Changes, error) {
 	if from == to {
 		return Changes{}, nil
 	}
-	out, err := m.run(ctx, dir, nil, "diff", "--shortstat", "--no-renames", from, to, "--")
+	out, err := m.run(ctx, dir, nil, "diff", "--shortstat", "--find-renames", from, to, "--")
 	if err != nil {
 		return Changes{}, fail("count the changes", err)
 	}
-	var c Changes
-	if g := shortstat.FindStringSubmatch(out); g != nil {
-		c.Files, _ = strconv.Atoi(g[1])
-		c.Insertions, _ = strconv.Atoi(g[2])
-		c.Deletions, _ = strconv.Atoi(g[3])
-	}
+	c, _ := parseShortstat(out)
 	return c, nil
 }

@@ -68,8 +68,8 @@ func TestLocalThreadsInParallel(t *testing.T) {
 		if got := gitT(t, repo, "show", "--name-only", "--format=", branch); got != thread+".txt" {
 			t.Errorf("%s changed %q; want only its own file", branch, got)
 		}
-		if want := (Changes{Files: 1, Insertions: 1}); results[i].Changes != want || results[i].Thread != want {
-			t.Errorf("changes %+v, thread %+v; want %+v", results[i].Changes, results[i].Thread, want)
+		if want := (Changes{Files: 1, Insertions: 1}); results[i].Changes != want {
+			t.Errorf("changes %+v; want %+v", results[i].Changes, want)
 		}
 	}
 	if after := checkout(t, repo); after != before {
@@ -125,8 +125,8 @@ func TestLocalConsecutiveTurns(t *testing.T) {
 	if log != want {
 		t.Errorf("log:\n%s\nwant:\n%s", log, want)
 	}
-	if r2.Changes != (Changes{Files: 2, Insertions: 2}) || r2.Thread != (Changes{Files: 3, Insertions: 3, Deletions: 1}) {
-		t.Errorf("turn 2 changes %+v, thread %+v", r2.Changes, r2.Thread)
+	if r2.Changes != (Changes{Files: 2, Insertions: 2}) {
+		t.Errorf("turn 2 changes %+v", r2.Changes)
 	}
 
 	// A turn that changes nothing leaves the branch and reports zero files.
@@ -151,8 +151,8 @@ func TestLocalConsecutiveTurns(t *testing.T) {
 	if d := diff.String(); !strings.Contains(d, "3 files changed, 3 insertions(+), 1 deletion(-)") || !strings.Contains(d, "+buzz") {
 		t.Errorf("diff:\n%s", d)
 	}
-	if c, err := m.Changes(bg, ws); err != nil || c != r2.Thread {
-		t.Errorf("Changes = %+v, %v; want %+v", c, err, r2.Thread)
+	if c, err := m.Changes(bg, ws); err != nil || c != (Changes{Files: 3, Insertions: 3, Deletions: 1}) {
+		t.Errorf("Changes = %+v, %v; want the thread's 3 files, 3 insertions, 1 deletion", c, err)
 	}
 }
 
@@ -199,4 +199,20 @@ func TestCheckout(t *testing.T) {
 	}
 	_, err = m.Checkout(bg, repo, ws, "bad name")
 	wantErr(t, err, ErrBadBranch, KindWorkspace)
+}
+
+func TestParseShortstat(t *testing.T) {
+	for out, want := range map[string]Changes{
+		"[detached HEAD 1a2b3c4] author, step 1: x\n 1 file changed, 1 insertion(+)\n create mode 100644 x.txt\n": {1, 1, 0},
+		" 3 files changed, 10 insertions(+), 2 deletions(-)\n":                                                    {3, 10, 2},
+		" 2 files changed, 5 deletions(-)\n":                                                                      {2, 0, 5},
+		" 1 file changed, 0 insertions(+), 0 deletions(-)\n":                                                      {1, 0, 0},
+	} {
+		if got, ok := parseShortstat(out); !ok || got != want {
+			t.Errorf("parseShortstat(%q) = %+v, %v; want %+v", out, got, ok, want)
+		}
+	}
+	if _, ok := parseShortstat("[detached HEAD 1a2b3c4] author, step 1: 3 files changed\n"); ok {
+		t.Error("a subject was read as a summary")
+	}
 }

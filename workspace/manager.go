@@ -81,6 +81,7 @@ var gitFlags = []string{
 	"-c", "gc.auto=0",
 	"-c", "maintenance.auto=false",
 	"-c", "core.untrackedCache=true",
+	"-c", "diff.renames=true",
 }
 
 // environ is the environment git runs in: the daemon's, without what would

@@ -21,7 +21,6 @@ type Merged struct {
 	Commit  string  // the branch's head: the last clean merge
 	Steps   []int   // the steps merged, in order
 	Changes Changes // what the merges changed: t.Head..Commit
-	Thread  Changes // the thread's change: Base..Commit
 }
 
 // Merge merges parallel turns' commits into the thread branch in step
@@ -65,9 +64,6 @@ func (m *Manager) Merge(ctx context.Context, t Turn, author string, turns []Para
 	}
 	res.Commit = head
 	if res.Changes, err = m.changes(ctx, tr.Dir, tr.Start, head); err != nil {
-		return res, err
-	}
-	if res.Thread, err = m.changes(ctx, tr.Dir, t.Base, head); err != nil {
 		return res, err
 	}
 	m.dropTurns(ctx, tr.src, t, turns, res.Steps)
