@@ -102,6 +102,9 @@ func (tr *Tree) Finish(ctx context.Context, author, subject string) (Result, err
 // it committed, the commit's change as git summed it up.
 func (tr *Tree) commit(ctx context.Context, author, subject, head string) (string, *Changes, error) {
 	m := tr.m
+	if strings.TrimSpace(subject) == "" {
+		subject = "nerve: turn" // git refuses an empty message
+	}
 	if _, err := m.run(ctx, tr.Dir, nil, "add", "--all"); err != nil {
 		return "", nil, fail("stage the agent's changes", err)
 	}
