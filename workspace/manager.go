@@ -34,7 +34,7 @@ type Manager struct {
 // the run gave them, Base and Head as commits, Branch the thread branch.
 type Workspace struct {
 	Repo   string `json:"repo"`   // local: a path in a git repository; cloud: a git URL (or a bare repo's path)
-	Cloud  bool   `json:"cloud"`  // the thread is a cloud thread: Repo is the shared remote
+	Cloud  bool   `json:"-"`      // a cloud thread (the binding says so): Repo is the shared remote
 	Base   string `json:"base"`   // the commit the thread started from
 	Branch string `json:"branch"` // the thread branch
 	Head   string `json:"head"`   // the branch's commit; "" before the branch exists
