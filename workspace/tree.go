@@ -77,7 +77,7 @@ func (m *Manager) Open(ctx context.Context, t Turn) (*Tree, error) {
 	tr := &Tree{Dir: filepath.Join(m.worktreesDir(), name), Start: start, m: m, turn: t,
 		path: filepath.Join(m.worktreesDir(), name+".json")}
 	old, _ := readMeta(tr.path)
-	if old != nil && old.Source == m.sourceDir(t.Workspace) {
+	if old != nil && old.Source == m.sourceDir(t.Workspace) && exists(old.Source) {
 		// A worktree of this repository is here: no need to ask git again.
 		tr.src = source{dir: old.Source, cloud: t.Cloud, repo: t.Repo}
 		if !t.Cloud {
@@ -119,6 +119,11 @@ func (m *Manager) Open(ctx context.Context, t Turn) (*Tree, error) {
 		return nil, err
 	}
 	return tr, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // reuse brings an existing worktree to the turn's start.
