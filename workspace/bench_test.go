@@ -99,7 +99,6 @@ func BenchmarkFirstTurn(b *testing.B) {
 	for _, size := range []string{"small", "large"} {
 		b.Run(size, func(b *testing.B) {
 			r := remoteOf(b, size)
-			b.ReportMetric(float64(r.files), "files")
 			var p pair
 			n := 0
 			for b.Loop() {
@@ -126,6 +125,7 @@ func BenchmarkFirstTurn(b *testing.B) {
 				os.RemoveAll(home)
 			}
 			p.report(b, n)
+			b.ReportMetric(float64(r.files), "files")
 		})
 	}
 }
