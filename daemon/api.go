@@ -23,6 +23,20 @@ type StartRequest struct {
 	Input    map[string]any `json:"input,omitempty"`
 	// Workdir is where adapters run (NERVE_WORKDIR): the caller's cwd.
 	Workdir string `json:"workdir"`
+	// Workspace overrides the definition's workspace for this thread
+	// (run --repo, --base, --branch); nil keeps the definition's.
+	Workspace *WorkspaceRequest `json:"workspace,omitempty"`
+}
+
+// WorkspaceRequest is a local thread's workspace as the CLI asks for it:
+// a path in a git repository (default: the definition's, else Workdir), a
+// revision to start from (default: HEAD there), and a branch name
+// (default nerve/WORKFLOW/thread-N). The daemon resolves and checks them
+// when it starts the thread; a bad one is a usage error.
+type WorkspaceRequest struct {
+	Repo   string `json:"repo,omitempty"`
+	Base   string `json:"base,omitempty"`
+	Branch string `json:"branch,omitempty"`
 }
 
 // Status is what `daemon status` shows.
