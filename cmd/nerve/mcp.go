@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"io"
 	"log/slog"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/nerve-agents/nerve/mcp"
@@ -61,10 +59,5 @@ func mcpRun(opts *MCPOptions) error {
 	}
 	// stdout carries the protocol; the SDK's diagnostics go to stderr.
 	opts.Server.Log = slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	t := &sdk.IOTransport{Reader: io.NopCloser(opts.IO.In), Writer: nopWriteCloser{opts.IO.Out}}
-	return mcp.Run(ctx, opts.Server, t)
+	return mcp.Run(ctx, opts.Server, mcp.StdioTransport(opts.IO.In, opts.IO.Out))
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
