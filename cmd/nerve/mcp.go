@@ -22,11 +22,10 @@ type MCPOptions struct {
 
 func newCmdMCP(f *Factory, runF func(*MCPOptions) error) *cobra.Command {
 	opts := &MCPOptions{IO: f.IO, Server: mcp.Options{
-		Version: currentVersion().Version,
-		Getenv:  f.Getenv,
-		Config:  f.Config,
-		Daemon:  f.daemonClient,
-		Remote:  func(name string) (*remote.Client, error) { return remoteClient(f, name) },
+		Getenv: f.Getenv,
+		Config: f.Config,
+		Daemon: f.daemonClient,
+		Remote: func(name string) (*remote.Client, error) { return remoteClient(f, name) },
 	}}
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -57,6 +56,7 @@ func mcpRun(opts *MCPOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	opts.Server.Version = currentVersion().Version
 	// stdout carries the protocol; the SDK's diagnostics go to stderr.
 	opts.Server.Log = slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	return mcp.Run(ctx, opts.Server, mcp.StdioTransport(opts.IO.In, opts.IO.Out))
