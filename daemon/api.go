@@ -39,6 +39,20 @@ type WorkspaceRequest struct {
 	Branch string `json:"branch,omitempty"`
 }
 
+// NotifyRequest is an agent's notice for a thread's trace (the MCP tool
+// notify).
+type NotifyRequest struct {
+	// Thread is the thread's full ref: code-review#thread-3, or
+	// origin/code-review#thread-9 for a remote thread this agent runs a
+	// turn of.
+	Thread string `json:"thread"`
+	// Step is the turn's (NERVE_STEP); 0 names no turn of a local thread,
+	// and any turn this agent holds of a remote one.
+	Step    int    `json:"step,omitempty"`
+	Level   string `json:"level"`
+	Message string `json:"message"`
+}
+
 // Status is what `daemon status` shows.
 type Status struct {
 	PID       int         `json:"pid"`

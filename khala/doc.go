@@ -18,7 +18,9 @@
 // Beyond the table: PUT /v1/workflows/{name} takes the definition as a JSON
 // object of its fields, as {"source": YAML}, or as the YAML itself with a
 // YAML content type; POST /v1/turns/{turn}/events {"claim", "events"}
-// adds a running turn's detections (stall, errors, malformed) to its
+// adds a running turn's detections (stall, errors, malformed) and its
+// agent's notices (type notify, status info, warning or blocking; also
+// posted to the thread's webhook with "level" and "message") to its
 // thread's trace, checked like a heartbeat; a response's "error" is a string
 // or {"kind", "message"}, and it may carry "adapter" and "usage"; a claim's
 // "wait" is "30s" or a number of seconds, capped at 60s by default; each

@@ -349,7 +349,8 @@ const (
 )
 
 // handleTurnEvents adds what an agent noticed while running a turn it
-// holds (a detection: stall, errors, malformed) to the thread's trace.
+// holds (a detection: stall, errors, malformed; or the agent's own
+// notify, which also goes to the thread's webhook) to the thread's trace.
 // The claim is checked as a heartbeat's is; the change only appends
 // events, so it never moves the turn or the thread.
 func (s *Server) handleTurnEvents(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
@@ -377,10 +378,16 @@ func (s *Server) handleTurnEvents(w http.ResponseWriter, r *http.Request, a khal
 			return nil, khaladb.ErrClaimLost
 		}
 		c := &khaladb.ThreadChange{Thread: v.Thread}
+		th := v.Thread
 		for _, e := range req.Events {
-			c.Events = append(c.Events, workflow.Event{At: now, Type: workflow.EventDetection, Thread: t.Thread,
+			c.Events = append(c.Events, workflow.Event{At: now, Type: e.Type, Thread: t.Thread,
 				Step: t.Step, Role: t.Role, Agent: a.Name, Adapter: e.Adapter, Status: e.Status, Message: e.Message,
 				Turn: t.ID, Claim: t.Claim, Attempt: t.Attempt})
+			if e.Type == api.EventNotify && th.Webhook != "" {
+				c.Webhooks = append(c.Webhooks, khaladb.Webhook{URL: th.Webhook, NextAt: now, Created: now, Payload: khaladb.WebhookPayload{
+					Event: api.EventNotify, Thread: th.ID, Workflow: th.Workflow, Status: th.Status,
+					Step: t.Step, Role: t.Role, Turn: t.ID, Level: e.Status, Message: e.Message}})
+			}
 		}
 		return c, nil
 	})
@@ -397,8 +404,8 @@ func (s *Server) handleTurnEvents(w http.ResponseWriter, r *http.Request, a khal
 	writeJSON(w, http.StatusOK, map[string]any{"turn": turn, "events": len(req.Events)})
 }
 
-// checkTurnEvents accepts a claim and 1 to maxTurnEvents detections, each
-// with a kind and a bounded message.
+// checkTurnEvents accepts a claim and 1 to maxTurnEvents detections (each
+// with a kind and a bounded message) or notices (a level and a message).
 func checkTurnEvents(req api.TurnEvents) error {
 	switch {
 	case req.Claim == "":
@@ -407,9 +414,15 @@ func checkTurnEvents(req api.TurnEvents) error {
 		return badRequest("events: want 1 to %d events", maxTurnEvents)
 	}
 	for i, e := range req.Events {
+		if e.Type == api.EventNotify {
+			if err := api.CheckNotify(e.Status, e.Message); err != nil {
+				return badRequest("events[%d]: %s", i, err)
+			}
+			continue
+		}
 		switch {
 		case e.Type != workflow.EventDetection:
-			return badRequest("events[%d].type %q: only %q events are accepted", i, e.Type, workflow.EventDetection)
+			return badRequest("events[%d].type %q: only %q and %q events are accepted", i, e.Type, workflow.EventDetection, api.EventNotify)
 		case e.Status == "" || len(e.Status) > maxEventStatus || strings.ContainsFunc(e.Status, notKindRune):
 			return badRequest("events[%d].status %q: want the detection's kind, such as stall, errors or malformed", i, e.Status)
 		case len(e.Message) > maxEventMessage:

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -96,6 +97,8 @@ func (p *progress) Event(e workflow.Event) {
 		p.line("step %d  %s  detection %s: %s", e.Step, e.Role, e.Status, e.Message)
 	case workflow.EventResumed:
 		p.line("%s %s", p.ref, e.Message)
+	case api.EventNotify:
+		p.line("%s", notifyLine(e))
 	}
 	if p.tty {
 		p.redraw()

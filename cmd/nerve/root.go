@@ -27,6 +27,7 @@ func newCmdRoot(f *Factory) *cobra.Command {
 		newCmdRemote(f),
 		newCmdKhala(f),
 		newCmdKnowledge(f),
+		newCmdMCP(f, nil),
 	)
 	return root
 }

@@ -1,13 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
+	"github.com/nerve-agents/nerve/threadquery"
 	"github.com/nerve-agents/nerve/workflow"
 	"github.com/spf13/cobra"
 )
@@ -54,49 +53,19 @@ func newCmdThreadMessages(f *Factory, runF func(*threadMessagesOptions) error) *
 }
 
 func threadMessagesRun(ctx context.Context, f *Factory, opts *threadMessagesOptions) error {
-	current := f.Getenv("NERVE_THREAD")
-	if opts.Ref == "" {
-		if current == "" {
-			return usageErrorf("name one, e.g. 'nerve thread messages code-review#thread-1', or run this inside a turn", "no thread given and NERVE_THREAD is not set")
-		}
-		opts.Ref = current
-	}
-	if opts.Last < 0 || opts.Step < 0 {
-		return usageErrorf("", "--last and --step take positive numbers")
-	}
-	filter := workflow.Filter{Role: opts.Role, Last: opts.Last, Step: opts.Step}
-	if opts.Since != "" {
-		since, err := parseSince(opts.Since)
-		if err != nil {
-			return err
-		}
-		filter.Since = since
-	}
-	var msgs []workflow.Message
-	snap := f.Getenv("NERVE_THREAD_SNAPSHOT")
-	if opts.Ref == current && snap != "" {
-		// Inside a turn: answer from the snapshot the daemon wrote, since
-		// the agent's sandbox may not reach the socket or the network.
-		all, err := readSnapshot(snap)
-		if err != nil {
-			return err
-		}
-		msgs = filter.Apply(all)
-	} else {
-		ref, err := threadRef(opts.Ref)
-		if err != nil {
-			return err
-		}
+	q := threadquery.Query{Ref: opts.Ref, Role: opts.Role, Last: opts.Last, Since: opts.Since, Step: opts.Step, Flags: true}
+	_, msgs, err := threadquery.Messages(ctx, q, threadquery.TurnFromEnv(f.Getenv), func(ctx context.Context, ref workflow.Ref, filter workflow.Filter) ([]workflow.Message, error) {
 		src, err := f.threadSource(ctx, ref)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if _, err := threadOf(ctx, src, ref); err != nil {
-			return err
+			return nil, err
 		}
-		if msgs, err = src.Messages(ctx, ref.Thread, filter); err != nil {
-			return err
-		}
+		return src.Messages(ctx, ref.Thread, filter)
+	})
+	if err != nil {
+		return err
 	}
 	return printMessages(f, msgs, opts.JSON)
 }
@@ -116,33 +85,4 @@ func printMessages(f *Factory, msgs []workflow.Message, asJSON bool) error {
 		printMessage(f, m)
 	}
 	return nil
-}
-
-func parseSince(s string) (time.Time, error) {
-	if d, err := time.ParseDuration(s); err == nil {
-		return time.Now().Add(-d), nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	return time.Time{}, usageErrorf("e.g. --since 10m or --since 2026-11-23T10:00:00Z", "--since %q is neither a duration nor an RFC 3339 time", s)
-}
-
-func readSnapshot(path string) ([]workflow.Message, error) {
-	file, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read thread snapshot: %w", err)
-	}
-	defer file.Close()
-	var out []workflow.Message
-	sc := bufio.NewScanner(file)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	for sc.Scan() {
-		var m workflow.Message
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			return nil, fmt.Errorf("thread snapshot %s: %w", path, err)
-		}
-		out = append(out, m)
-	}
-	return out, sc.Err()
 }

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 	"github.com/spf13/cobra"
 )
@@ -184,9 +185,19 @@ func printEvent(f *Factory, e workflow.Event) {
 		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  %s\n", at, e.Step, e.Role, requeued(e))
 	case khalaTurnIdle:
 		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  idle: %s\n", at, e.Step, e.Role, e.Message)
+	case api.EventNotify:
+		fmt.Fprintf(f.IO.Out, "%s  %s\n", at, notifyLine(e))
 	default:
 		fmt.Fprintf(f.IO.Out, "%s  %s %s\n", at, e.Type, e.Message)
 	}
+}
+
+// notifyLine shows an agent's notice: its turn, level and message.
+func notifyLine(e workflow.Event) string {
+	if e.Step == 0 {
+		return fmt.Sprintf("notify %s: %s", e.Status, e.Message)
+	}
+	return fmt.Sprintf("step %d  %s  notify %s: %s", e.Step, e.Role, e.Status, e.Message)
 }
 
 func printMessage(f *Factory, m workflow.Message) {

@@ -108,11 +108,44 @@ type TurnEvents struct {
 	Events []TurnEvent `json:"events"`
 }
 
-// TurnEvent is one event of a running turn. Only detections are
-// accepted: Status is their kind (stall, errors, malformed).
+// TurnEvent is one event of a running turn: a detection (Status is its
+// kind: stall, errors, malformed) or an agent's notify (Status is its
+// level: info, warning, blocking).
 type TurnEvent struct {
 	Type    string `json:"type"`
 	Status  string `json:"status"`
 	Message string `json:"message"`
 	Adapter string `json:"adapter,omitempty"`
+}
+
+// EventNotify is an agent's notice in a thread's trace, sent from inside a
+// turn (the MCP tool notify); its Status is the level. Khala passes it to
+// the thread's webhook.
+const EventNotify = "notify"
+
+// Notify levels: blocking means the agent cannot go on without a person.
+const (
+	NotifyInfo     = "info"
+	NotifyWarning  = "warning"
+	NotifyBlocking = "blocking"
+)
+
+// MaxNotifyMessage bounds a notify's message, as Khala bounds every turn
+// event's (4 KiB).
+const MaxNotifyMessage = 4096
+
+// CheckNotify says what is wrong with a notify's level and message, or nil.
+func CheckNotify(level, message string) error {
+	switch level {
+	case NotifyInfo, NotifyWarning, NotifyBlocking:
+	default:
+		return fmt.Errorf("level %q: want info, warning or blocking", level)
+	}
+	switch {
+	case len(bytes.TrimSpace([]byte(message))) == 0:
+		return errors.New("message is empty: say what the thread's people should know")
+	case len(message) > MaxNotifyMessage:
+		return fmt.Errorf("message is %d bytes, over the limit of %d", len(message), MaxNotifyMessage)
+	}
+	return nil
 }

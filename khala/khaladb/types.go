@@ -147,6 +147,9 @@ type WebhookPayload struct {
 	// Workspace is the thread's branch and head when it ended (nil: it
 	// has none, or the event is not the end).
 	Workspace *workflow.Workspace `json:"workspace,omitempty"`
+	// Level and Message are a notify event's.
+	Level   string `json:"level,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // TurnID names step of thread: thread-7.3.

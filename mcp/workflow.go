@@ -1,0 +1,220 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/nerve-agents/nerve/daemon"
+	"github.com/nerve-agents/nerve/remote"
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// WorkflowEntry is one workflow as `nerve workflow list --json` shows it.
+type WorkflowEntry struct {
+	Ref         string `json:"ref" jsonschema:"what workflow_run takes: NAME, or REMOTE/NAME"`
+	Name        string `json:"name"`
+	Remote      string `json:"remote"`
+	Binding     string `json:"binding"`
+	Description string `json:"description"`
+	// Error says why a remote's workflows could not be listed.
+	Error string `json:"error,omitempty"`
+}
+
+// WorkflowListOutput is the local workflows, then each remote's.
+type WorkflowListOutput struct {
+	Workflows []WorkflowEntry `json:"workflows"`
+	// Warnings name local definitions that could not be read.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// WorkflowRunInput is workflow_run's arguments.
+type WorkflowRunInput struct {
+	Workflow       string         `json:"workflow" jsonschema:"the workflow's ref from workflow_list: NAME for a local one, REMOTE/NAME for a remote's"`
+	Input          map[string]any `json:"input,omitempty" jsonschema:"the workflow's inputs by name"`
+	Wait           bool           `json:"wait,omitempty" jsonschema:"wait for the thread to end and return its result (at most timeout_seconds)"`
+	TimeoutSeconds int            `json:"timeout_seconds,omitempty" jsonschema:"how long wait waits (default 300, at most 3600); past it the thread goes on and the status is running"`
+}
+
+// RunOutput is `workflow run --json`'s shape.
+type RunOutput struct {
+	Thread string `json:"thread" jsonschema:"the thread's ref, for thread_status and thread_messages"`
+	Status string `json:"status"`
+	Result any    `json:"result"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Bounds of workflow_run's wait.
+const (
+	defaultRunWait = 5 * time.Minute
+	maxRunWait     = time.Hour
+	// remoteListTimeout bounds each remote's answer to workflow_list.
+	remoteListTimeout = 5 * time.Second
+)
+
+func (s *server) addWorkflowTools(srv *sdk.Server) {
+	addTool(srv, &sdk.Tool{
+		Name:        "workflow_list",
+		Title:       "List workflows",
+		Description: `List the workflows you can start with workflow_run: local ones by name, then each remote's as REMOTE/NAME, with their binding and description. A remote that cannot be reached is listed with its error.`,
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
+	}, s.workflowList)
+	if s.opts.ReadOnly {
+		return
+	}
+	addTool(srv, &sdk.Tool{
+		Name:  "workflow_run",
+		Title: "Start a workflow",
+		Description: `Start a thread of a workflow (see workflow_list) with its inputs, and return the thread's ref and status.
+With wait: true it waits for the thread to end (at most timeout_seconds) and returns its result or error;
+otherwise follow it with thread_status and thread_messages.`,
+		InputSchema: schemaFor[WorkflowRunInput](func(p map[string]*jsonschema.Schema) {
+			p["workflow"].MinLength = ptr(1)
+			p["timeout_seconds"].Minimum = ptr(0.0)
+			p["timeout_seconds"].Maximum = ptr(maxRunWait.Seconds())
+		}),
+	}, s.workflowRun)
+}
+
+func (s *server) workflowList(ctx context.Context, _ struct{}) (WorkflowListOutput, error) {
+	out := WorkflowListOutput{Workflows: []WorkflowEntry{}}
+	if s.opts.Config == nil {
+		return out, nil
+	}
+	cfg, err := s.opts.Config()
+	if err != nil {
+		return out, err
+	}
+	for _, e := range workflow.List(cfg.Workflows) {
+		if e.Def == nil {
+			msg, _, _ := strings.Cut(e.Err.Error(), "\n")
+			out.Warnings = append(out.Warnings, msg)
+			continue
+		}
+		out.Workflows = append(out.Workflows, WorkflowEntry{Ref: e.Name, Name: e.Name, Binding: e.Def.Binding, Description: e.Def.Description})
+	}
+	names := make([]string, 0, len(cfg.Remotes))
+	for name := range cfg.Remotes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	// Remotes are asked at once, each within its own bound, so one slow
+	// remote delays the answer by that bound at most.
+	lists := make([][]WorkflowEntry, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lists[i] = s.remoteWorkflows(ctx, name)
+		}()
+	}
+	wg.Wait()
+	for _, l := range lists {
+		out.Workflows = append(out.Workflows, l...)
+	}
+	return out, nil
+}
+
+// remoteWorkflows lists a remote's workflows as REMOTE/NAME; a remote that
+// cannot be read is one entry saying so, not an empty list.
+func (s *server) remoteWorkflows(ctx context.Context, name string) []WorkflowEntry {
+	ctx, cancel := context.WithTimeout(ctx, remoteListTimeout)
+	defer cancel()
+	c, err := s.remote(name)
+	var wfs []remote.Workflow
+	if err == nil {
+		c.Retries = 0
+		wfs, err = c.Workflows(ctx)
+	}
+	if err != nil {
+		msg := err.Error()
+		if i := strings.LastIndex(msg, ": "); i >= 0 && strings.HasPrefix(msg, "remote ") {
+			msg = msg[i+2:]
+		}
+		return []WorkflowEntry{{Ref: name + "/", Remote: name, Error: "unreachable: " + msg}}
+	}
+	out := make([]WorkflowEntry, 0, len(wfs))
+	for _, w := range wfs {
+		out = append(out, WorkflowEntry{Ref: name + "/" + w.Name, Name: w.Name, Remote: name, Binding: w.Binding, Description: w.Description})
+	}
+	return out
+}
+
+// workflowRun starts a top-level thread. Inside a turn the new thread is
+// not yet linked to the turn's thread as its child: threads have no
+// parent to record until child workflows land.
+func (s *server) workflowRun(ctx context.Context, in WorkflowRunInput) (RunOutput, error) {
+	ref, err := workflow.ParseRef(in.Workflow)
+	if err != nil {
+		return RunOutput{}, err
+	}
+	if ref.Thread != "" {
+		return RunOutput{}, usagef("%s names a thread; workflow_run takes a workflow (follow a thread with thread_status)", in.Workflow)
+	}
+	wait := defaultRunWait
+	if in.TimeoutSeconds > 0 {
+		wait = min(time.Duration(in.TimeoutSeconds)*time.Second, maxRunWait)
+	}
+	if ref.Remote != "" {
+		return s.runRemote(ctx, ref, in, wait)
+	}
+	c, err := s.daemonClient(ctx)
+	if err != nil {
+		return RunOutput{}, err
+	}
+	t, err := c.Start(ctx, daemon.StartRequest{Workflow: ref.Workflow, Input: in.Input, Workdir: s.workdir()})
+	if err != nil {
+		return RunOutput{}, err
+	}
+	ref.Thread = t.ID
+	out := RunOutput{Thread: ref.String(), Status: t.Status, Result: t.Result, Error: t.Error}
+	if !in.Wait || t.Ended() {
+		return out, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	err = c.Events(wctx, t.ID, 0, true, func(workflow.Event) error { return nil })
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return out, err
+	}
+	return s.outcome(ctx, ref, func(ctx context.Context) (*workflow.Thread, error) { return c.Thread(ctx, t.ID) })
+}
+
+func (s *server) runRemote(ctx context.Context, ref workflow.Ref, in WorkflowRunInput, wait time.Duration) (RunOutput, error) {
+	c, err := s.remote(ref.Remote)
+	if err != nil {
+		return RunOutput{}, err
+	}
+	id, err := c.StartThread(ctx, ref.Workflow, in.Input, "")
+	if err != nil {
+		return RunOutput{}, remoteUsage(err)
+	}
+	ref.Thread = id
+	if !in.Wait {
+		return RunOutput{Thread: ref.String(), Status: workflow.StatusRunning}, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	err = c.Events(wctx, id, 0, func(workflow.Event) error { return nil })
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return RunOutput{Thread: ref.String(), Status: workflow.StatusRunning}, fmt.Errorf("follow %s: %w", ref, err)
+	}
+	return s.outcome(ctx, ref, func(ctx context.Context) (*workflow.Thread, error) { return c.Thread(ctx, id) })
+}
+
+// outcome reads the thread as it is after the wait.
+func (s *server) outcome(ctx context.Context, ref workflow.Ref, get func(context.Context) (*workflow.Thread, error)) (RunOutput, error) {
+	t, err := get(ctx)
+	if err != nil {
+		return RunOutput{Thread: ref.String(), Status: workflow.StatusRunning}, err
+	}
+	return RunOutput{Thread: ref.String(), Status: t.Status, Result: t.Result, Error: t.Error}, nil
+}
