@@ -15,6 +15,8 @@ const module = "github.com/nerve-agents/nerve"
 // pkg is what `go list -json` says of one of the module's packages.
 type pkg struct {
 	ImportPath string
+	Dir        string
+	GoFiles    []string
 	Imports    []string // direct, non-test
 	Deps       []string // everything linked, transitively
 }
@@ -22,7 +24,7 @@ type pkg struct {
 // graph lists the module's packages, without their tests.
 func graph(t *testing.T) map[string]pkg {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-json=ImportPath,Imports,Deps", module+"/...").Output()
+	out, err := exec.Command("go", "list", "-json=ImportPath,Dir,GoFiles,Imports,Deps", module+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -155,6 +157,16 @@ func TestKhalaStorageLayers(t *testing.T) {
 	for _, b := range backends {
 		if _, ok := pkgs[b]; !ok {
 			t.Errorf("backend package %s is gone; update this test", b)
+		}
+	}
+}
+
+// TestEveryPackageHasDocGo keeps each package's comment where a reader
+// looks for it first.
+func TestEveryPackageHasDocGo(t *testing.T) {
+	for name, p := range graph(t) {
+		if len(p.GoFiles) > 0 && !slices.Contains(p.GoFiles, "doc.go") {
+			t.Errorf("package %s (%s) has no doc.go", name, p.Dir)
 		}
 	}
 }
