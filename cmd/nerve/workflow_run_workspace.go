@@ -213,10 +213,7 @@ func workspaceLine(ws *workflow.Workspace) string {
 	if ws == nil {
 		return ""
 	}
-	head := ws.Head
-	if len(head) > 12 {
-		head = head[:12]
-	}
+	head := shortCommit(ws.Head)
 	if head == "" {
 		head = "(no commit yet)"
 	}
