@@ -301,15 +301,24 @@ roles:
 
 	// A worktree of the running thread on this machine, as a turn leaves it.
 	m := &workspace.Manager{Home: e.home}
-	key := "origin/change#thread-1"
-	if _, err := m.Open(context.Background(), workspace.Turn{Key: key, Step: 1,
+	// (the daemon's key of a cloud thread), and one of a local thread that
+	// is not running: a crash's leftover.
+	if _, err := m.Open(context.Background(), workspace.Turn{Key: "origin--change--thread-1", Step: 1,
 		Workspace: workspace.Workspace{Repo: bare, Cloud: true, Base: base, Branch: th.Workspace.Branch}}); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := m.Open(context.Background(), workspace.Turn{Key: "thread-9", Step: 1,
+		Workspace: workspace.Workspace{Repo: user, Base: base, Branch: "nerve/x/thread-9"}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	p := e.runIn(user, 0, "workspace", "prune", "--json")
 	var pruned pruneResult
-	if err := json.Unmarshal([]byte(p.stdout), &pruned); err != nil || len(pruned.Worktrees) != 0 || len(pruned.Mirrors) != 0 {
-		t.Fatalf("prune of a running thread's worktree: %v\n%s", err, p)
+	if err := json.Unmarshal([]byte(p.stdout), &pruned); err != nil || len(pruned.Worktrees) != 1 || pruned.Worktrees[0] != stale.Dir || len(pruned.Mirrors) != 0 {
+		t.Fatalf("prune keeps the running thread's worktree and removes the other: %v\n%s", err, p)
+	}
+	if wt := git(t, user, "worktree", "list"); strings.Contains(wt, stale.Dir) {
+		t.Fatalf("the user's repository still lists the pruned worktree:\n%s", wt)
 	}
 
 	// The agent's turn: a commit pushed to the thread branch, then the answer.

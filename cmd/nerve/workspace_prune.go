@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/workflow"
@@ -114,32 +116,71 @@ func liveWorkspaces(ctx context.Context, f *Factory) (workspace.Keep, error) {
 	for _, at := range st.ActiveTurns {
 		live[at.Thread] = true
 	}
+	cfg, err := f.Config()
+	if err != nil {
+		return workspace.Keep{}, err
+	}
+	var remotes []string
+	for name := range cfg.Remotes {
+		remotes = append(remotes, name)
+	}
+	for _, at := range st.ActiveTurns {
+		if ref, ok := workspaceKeyRef(at.Thread, remotes); ok {
+			live[ref.String()] = true
+		}
+	}
 	clients := map[string]*remote.Client{}
 	asked := map[string]bool{}
 	keepTree := func(key string) bool {
 		if live[key] {
 			return true
 		}
-		if v, ok := asked[key]; ok {
+		ref, ok := workspaceKeyRef(key, remotes)
+		switch {
+		case !ok:
+			// A local thread's id not running here is done with; a key
+			// nerve cannot read is kept.
+			return !localThreadID.MatchString(key)
+		case ref.Remote == "":
+			return live[ref.Thread] || live[ref.String()]
+		case live[ref.String()]:
+			return true
+		}
+		if v, ok := asked[ref.String()]; ok {
 			return v
 		}
-		v := remoteThreadLive(ctx, f, clients, key)
-		asked[key] = v
+		v := remoteThreadLive(ctx, f, clients, ref)
+		asked[ref.String()] = v
 		return v
 	}
 	repos := definedRepos(f)
 	return workspace.Keep{Worktree: keepTree, Repo: func(url string) bool { return repos[url] }}, nil
 }
 
-// remoteThreadLive reports whether key names a cloud thread that is still
-// running, or whose remote cannot say (then it is kept). A key that names
-// no cloud thread, a remote no longer configured or a thread the remote
-// does not know is not live.
-func remoteThreadLive(ctx context.Context, f *Factory, clients map[string]*remote.Client, key string) bool {
-	ref, err := workflow.ParseRef(key)
-	if err != nil || ref.Remote == "" || ref.Thread == "" {
-		return false
+// localThreadID is a local thread's worktree key: its id.
+var localThreadID = regexp.MustCompile(`^thread-[0-9]+$`)
+
+// workspaceKeyRef reads a worktree's thread key as a ref: a full ref
+// (origin/code-review#thread-7), or the daemon's key of a cloud thread,
+// REMOTE--WORKFLOW--THREAD, for one of the configured remotes.
+func workspaceKeyRef(key string, remotes []string) (workflow.Ref, bool) {
+	if strings.Contains(key, "#") {
+		ref, err := workflow.ParseRef(key)
+		return ref, err == nil && ref.Thread != ""
 	}
+	for _, r := range remotes {
+		rest, ok := strings.CutPrefix(key, r+"--")
+		if i := strings.LastIndex(rest, "--"); ok && i > 0 && i+2 < len(rest) {
+			return workflow.Ref{Remote: r, Workflow: rest[:i], Thread: rest[i+2:]}, true
+		}
+	}
+	return workflow.Ref{}, false
+}
+
+// remoteThreadLive reports whether ref names a cloud thread that is still
+// running, or whose remote cannot say (then it is kept). A remote no
+// longer configured or a thread the remote does not know is not live.
+func remoteThreadLive(ctx context.Context, f *Factory, clients map[string]*remote.Client, ref workflow.Ref) bool {
 	c, ok := clients[ref.Remote]
 	if !ok {
 		c, _ = remoteClient(f, ref.Remote)
