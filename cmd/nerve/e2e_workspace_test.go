@@ -380,4 +380,13 @@ roles:
 	r = e.runIn(user, 0, "workflow", "run", "origin/plain", "--detach")
 	r = e.runIn(user, 2, "thread", "diff", strings.TrimSpace(r.stdout))
 	oneLineError(t, r, "has no workspace")
+
+	// Without flags a cloud thread starts from the definition's repo at the
+	// remote's HEAD, resolved to a commit by the CLI.
+	r = e.runIn(user, 0, "workflow", "run", "origin/change", "--detach", "--json")
+	id := strings.TrimPrefix(decodeRun(t, r).Thread, "origin/change#")
+	agent.must(t, "GET", "/v1/threads/"+id, nil, 200, &th)
+	if th.Workspace.Base != base || th.Workspace.Repo != bare || th.Workspace.Branch != "nerve/change/"+id {
+		t.Fatalf("thread's workspace without flags: %+v (base %s)", th.Workspace, base)
+	}
 }

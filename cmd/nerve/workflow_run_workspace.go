@@ -59,18 +59,20 @@ func localWorkspace(ctx context.Context, f *Factory, opts *workflowRunOptions, r
 		ws.Repo = abs
 	}
 	if def != nil {
-		if ws.Repo == "" && filepath.IsAbs(def.Workspace.Repo) {
+		if ws.Repo == "" {
 			ws.Repo = def.Workspace.Repo
 		}
 		if ws.Base == "" {
 			ws.Base = def.Workspace.Base
 		}
 	}
-	known := ws.Repo != "" || def == nil || def.Workspace.Repo == ""
-	if ws.Repo == "" {
+	switch {
+	case ws.Repo == "":
 		ws.Repo = req.Workdir
+	case !filepath.IsAbs(ws.Repo) && req.Workdir != "":
+		ws.Repo = filepath.Join(req.Workdir, ws.Repo) // as the daemon reads a definition's relative repo
 	}
-	if known {
+	if filepath.IsAbs(ws.Repo) {
 		if err := checkWorkspace(ctx, f, ws, workflowName(def, req)); err != nil {
 			return err
 		}
