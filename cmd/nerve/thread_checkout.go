@@ -59,9 +59,14 @@ func threadCheckoutRun(ctx context.Context, f *Factory, opts *threadCheckoutOpti
 			return err
 		}
 	}
-	ref, ws, err := threadWorkspace(ctx, f, opts.Ref)
+	ref, t, ws, err := threadWorkspace(ctx, f, opts.Ref)
 	if err != nil {
 		return err
+	}
+	if !t.Ended() && ref.Remote == "" && (opts.Branch == "" || opts.Branch == ws.Branch) {
+		// Its branch is in this machine's repository and moves with each
+		// turn: checked out, it would move under the user's files.
+		return usageErrorf("name another branch with --branch, or wait for the thread to end", "%s is running: its branch %s moves with each turn", ref, ws.Branch)
 	}
 	name, err := newWorkspaceManager(f).Checkout(ctx, dir, ws, opts.Branch)
 	if err != nil {

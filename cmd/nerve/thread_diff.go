@@ -37,7 +37,7 @@ are read from this machine's mirror of its repository (fetched if need be).`,
 }
 
 func threadDiffRun(ctx context.Context, f *Factory, opts *threadDiffOptions) error {
-	_, ws, err := threadWorkspace(ctx, f, opts.Ref)
+	_, _, ws, err := threadWorkspace(ctx, f, opts.Ref)
 	if err != nil {
 		return err
 	}
@@ -46,28 +46,28 @@ func threadDiffRun(ctx context.Context, f *Factory, opts *threadDiffOptions) err
 
 // threadWorkspace reads the workspace of the thread ref names, as the
 // workspace package takes it; a thread without one is a usage error.
-func threadWorkspace(ctx context.Context, f *Factory, s string) (workflow.Ref, workspace.Workspace, error) {
+func threadWorkspace(ctx context.Context, f *Factory, s string) (workflow.Ref, *workflow.Thread, workspace.Workspace, error) {
 	ref, err := workflow.ParseRef(s)
 	if err != nil {
-		return ref, workspace.Workspace{}, err
+		return ref, nil, workspace.Workspace{}, err
 	}
 	if ref.Thread == "" {
-		return ref, workspace.Workspace{}, usageErrorf("'nerve workflow logs "+s+"' lists its threads", "%s names a workflow; name one of its threads (REF#thread-N)", s)
+		return ref, nil, workspace.Workspace{}, usageErrorf("'nerve workflow logs "+s+"' lists its threads", "%s names a workflow; name one of its threads (REF#thread-N)", s)
 	}
 	src, err := f.threadSource(ctx, ref)
 	if err != nil {
-		return ref, workspace.Workspace{}, err
+		return ref, nil, workspace.Workspace{}, err
 	}
 	t, err := threadOf(ctx, src, ref)
 	if err != nil {
-		return ref, workspace.Workspace{}, err
+		return ref, nil, workspace.Workspace{}, err
 	}
 	if t.Workspace == nil {
-		return ref, workspace.Workspace{}, usageErrorf("", "%s has no workspace: its workflow declares none", ref)
+		return ref, nil, workspace.Workspace{}, usageErrorf("", "%s has no workspace: its workflow declares none", ref)
 	}
 	w := t.Workspace
 	if w.Head == "" {
-		return ref, workspace.Workspace{}, &failedError{msg: ref.String() + " has no commit yet: its branch is made by its first turn"}
+		return ref, nil, workspace.Workspace{}, &failedError{msg: ref.String() + " has no commit yet: its branch is made by its first turn"}
 	}
-	return ref, workspace.Workspace{Repo: w.Repo, Cloud: ref.Remote != "", Base: w.Base, Branch: w.Branch, Head: w.Head}, nil
+	return ref, t, workspace.Workspace{Repo: w.Repo, Cloud: ref.Remote != "", Base: w.Base, Branch: w.Branch, Head: w.Head}, nil
 }
