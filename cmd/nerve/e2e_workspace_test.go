@@ -390,3 +390,22 @@ roles:
 		t.Fatalf("thread's workspace without flags: %+v (base %s)", th.Workspace, base)
 	}
 }
+
+// nerve validate reports a definition's workspace problems with file,
+// line and field.
+func TestE2EValidateWorkspace(t *testing.T) {
+	e := newEnv(t)
+	path := e.write("workflows/ws.yaml", wsWorkflow[:strings.Index(wsWorkflow, "workspace: {}")]+
+		"workspace:\n  repo: \"\"\n  base: a..b\nroles:\n  author: {adapter: example, prompt: p}\n")
+	e.write("workflows/cloud.yaml", "workflow: cloud\nbinding: cloud\nmoderator: '{\"done\": true}'\nworkspace:\n  repo: ./relative\nroles:\n  author: {prompt: p}\n")
+	r := e.must(2, "validate")
+	for _, want := range []string{
+		path + ":5: workspace.repo: is empty",
+		path + ":6: workspace.base: \"a..b\" is not a git revision",
+		filepath.Join(e.home, "workflows", "cloud.yaml") + ":5: workspace.repo:",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("validate: want %q in:\n%s", want, r.stdout)
+		}
+	}
+}
