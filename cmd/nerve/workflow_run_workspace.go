@@ -130,7 +130,26 @@ func checkWorkspace(ctx context.Context, f *Factory, ws workspace.Workspace, nam
 		ws.Branch = workflow.DefaultBranch(name, "thread-check")
 	}
 	_, err := m.Resolve(ctx, ws)
-	return workspaceUsage(err)
+	return runWorkspaceError(err)
+}
+
+// runWorkspaceError is a refused workspace of `workflow run`, with a hint
+// naming the flag that fixes it.
+func runWorkspaceError(err error) error {
+	out := workspaceUsage(err)
+	var ue *usageError
+	if !errors.As(out, &ue) || ue.hint != "" {
+		return out
+	}
+	switch {
+	case errors.Is(err, workspace.ErrBranchExists), errors.Is(err, workspace.ErrBadBranch):
+		ue.hint = "name another branch with --branch"
+	case errors.Is(err, workspace.ErrUnknownRev):
+		ue.hint = "give a revision the repository has with --base"
+	case errors.Is(err, workspace.ErrNotRepo):
+		ue.hint = "run it in a git repository or give one with --repo"
+	}
+	return ue
 }
 
 // cloudWorkspace gives a cloud thread its workspace: the definition's
@@ -172,13 +191,13 @@ func cloudWorkspace(ctx context.Context, f *Factory, c *remote.Client, opts *wor
 	}
 	got, err := newWorkspaceManager(f).Resolve(ctx, ws)
 	if err != nil {
-		return nil, workspaceUsage(err)
+		return nil, runWorkspaceError(err)
 	}
 	return &daemon.WorkspaceRequest{Repo: ws.Repo, Base: got.Base, Branch: opts.Branch}, nil
 }
 
 func checkWorkspaceBranch(ctx context.Context, f *Factory, branch string) error {
-	return workspaceUsage(newWorkspaceManager(f).ValidBranch(ctx, branch))
+	return runWorkspaceError(newWorkspaceManager(f).ValidBranch(ctx, branch))
 }
 
 func newWorkspaceManager(f *Factory) *workspace.Manager {
@@ -201,7 +220,7 @@ func workspaceUsage(err error) error {
 	}
 	switch {
 	case errors.Is(err, workspace.ErrNoGit):
-		return usageErrorf("install git (https://git-scm.com) or put it on PATH", "%s: a workspace needs git", err)
+		return usageErrorf("install git (https://git-scm.com) or put it on PATH", "%s", err)
 	case errors.Is(err, workspace.ErrUnknownRev) && strings.Contains(we.Msg, "push it"):
 		return usageErrorf("push the revision to the thread's repository (git push REMOTE REV), then run again", "%s", err)
 	case errors.Is(err, workspace.ErrRemote), errors.Is(err, workspace.ErrGit):
