@@ -46,7 +46,13 @@ func exampleAgentRun(f *Factory, opts *exampleAgentOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprint(f.IO.Out, exampleAnswer(opts.Role, string(prompt), history))
+	answer := exampleAnswer(opts.Role, string(prompt), history)
+	if dir := exampleWorktree(f); dir != "" && opts.Role == "author" {
+		if answer, err = exampleEdit(dir, string(prompt), history); err != nil {
+			return err
+		}
+	}
+	fmt.Fprint(f.IO.Out, answer)
 	return nil
 }
 

@@ -22,7 +22,11 @@ import (
 func availability(ctx context.Context, f *Factory, cfg *config.Config) []check {
 	var out []check
 	neededAdapters := map[string]string{} // adapter -> who needs it
+	gitNeededBy := ""                     // the first workflow that declares a workspace
 	for _, e := range validation.Check(cfg).Workflows {
+		if e.Def != nil && e.Def.Workspace != nil && gitNeededBy == "" {
+			gitNeededBy = "workflow " + e.Name
+		}
 		if len(e.Problems) > 0 {
 			out = append(out, check{Name: "workflow " + e.Name, Kind: "workflow", Needed: true,
 				Detail: firstLine(e.Problems.Error()), Hint: "nerve validate shows every problem"})
@@ -64,10 +68,28 @@ func availability(ctx context.Context, f *Factory, cfg *config.Config) []check {
 	for _, n := range sortedNames(cfg.Remotes) {
 		out = append(out, remoteCheck(ctx, cfg, n, neededRemotes[n]))
 	}
+	if gitNeededBy != "" {
+		out = append(out, gitCheck(ctx, f, gitNeededBy))
+	}
 	if cfg.Extract != nil {
 		out = append(out, endpointCheck(ctx, "extract", cfg.Extract))
 	}
 	return out
+}
+
+// gitCheck checks the git binary a workspace needs: present on PATH, and
+// its version.
+func gitCheck(ctx context.Context, f *Factory, neededBy string) check {
+	c := check{Name: "git", Kind: "git", Needed: true}
+	version, err := newWorkspaceManager(f).CheckGit(ctx)
+	if err != nil {
+		c.Detail = fmt.Sprintf("%v (needed by %s, which declares a workspace)", err, neededBy)
+		c.Hint = "install git (https://git-scm.com) or put it on PATH"
+		return c
+	}
+	c.OK = true
+	c.Detail = "git " + version + " (for the workspaces of " + neededBy + ")"
+	return c
 }
 
 func adapterCheck(ctx context.Context, f *Factory, cfg *config.Config, name, neededBy, pathEnv string) check {

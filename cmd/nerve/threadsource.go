@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/nerve-agents/nerve/daemon"
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -79,7 +80,11 @@ func (s daemonSource) Where() string { return "in the daemon" }
 type remoteSource struct{ c *remote.Client }
 
 func (s remoteSource) Start(ctx context.Context, req daemon.StartRequest) (*workflow.Thread, error) {
-	id, err := s.c.StartThread(ctx, req.Workflow, req.Input, "")
+	start := api.StartThread{Input: req.Input}
+	if w := req.Workspace; w != nil {
+		start.Workspace = &api.StartWorkspace{Repo: w.Repo, Base: w.Base, Branch: w.Branch}
+	}
+	id, err := s.c.Start(ctx, req.Workflow, start)
 	if err != nil {
 		return nil, remoteUsage(err)
 	}

@@ -20,6 +20,11 @@ type workflowRunOptions struct {
 	Detach    bool
 	JSON      bool
 	Workdir   string
+	// Repo, Base and Branch override the definition's workspace for this
+	// thread (workflow_run_workspace.go).
+	Repo   string
+	Base   string
+	Branch string
 }
 
 // runResult is the stable --json shape of `workflow run` and `workflow
@@ -31,10 +36,12 @@ type runResult struct {
 	Error  *string `json:"error"`
 	// Usage is the thread's totals; threads carry none yet, so it is null.
 	Usage any `json:"usage"`
+	// Workspace is the thread's branch and head; null without one.
+	Workspace *workflow.Workspace `json:"workspace"`
 }
 
 func newRunResult(ref workflow.Ref, t *workflow.Thread) runResult {
-	r := runResult{Thread: ref.String(), Status: t.Status, Result: t.Result}
+	r := runResult{Thread: ref.String(), Status: t.Status, Result: t.Result, Workspace: t.Workspace}
 	if t.Error != "" {
 		r.Error = &t.Error
 	}
@@ -53,7 +60,8 @@ Attached (the default) it shows each turn live and exits 0 when the thread
 completes, 1 when it fails or is cancelled. With --detach it prints the
 thread's ref and returns; the daemon carries on.`,
 		Example: `  nerve workflow run code-review --input change=@change.diff
-  nerve workflow run ./examples/code-review.yaml --input change="Add retries" --detach`,
+  nerve workflow run ./examples/code-review.yaml --input change="Add retries" --detach
+  nerve workflow run ./examples/code-change.yaml --repo . --base main --branch try/retries`,
 		Args:              exactArgs(1, "name the workflow to run"),
 		ValidArgsFunction: completeWorkflows(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -69,6 +77,9 @@ thread's ref and returns; the daemon carries on.`,
 	cmd.Flags().BoolVarP(&opts.Detach, "detach", "d", false, "print the thread's ref and return")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the outcome as JSON")
 	cmd.Flags().StringVar(&opts.Workdir, "workdir", "", "where the agents work (default: the current directory)")
+	cmd.Flags().StringVar(&opts.Repo, "repo", "", "the thread's git repository: a path (local) or a git URL (cloud); needs a workflow that declares a workspace")
+	cmd.Flags().StringVar(&opts.Base, "base", "", "the revision the thread's branch starts from (default: the definition's, else HEAD)")
+	cmd.Flags().StringVar(&opts.Branch, "branch", "", "the thread's branch (default nerve/WORKFLOW/thread-N); must not exist")
 	return cmd
 }
 
@@ -101,9 +112,19 @@ func workflowRunRun(ctx context.Context, f *Factory, opts *workflowRunOptions) e
 	if _, err := f.Config(); err != nil {
 		return err
 	}
+	if ref.Remote == "" {
+		if err := localWorkspace(ctx, f, opts, &req); err != nil {
+			return err
+		}
+	}
 	src, err := f.threadSource(ctx, ref)
 	if err != nil {
 		return err
+	}
+	if rs, ok := src.(remoteSource); ok {
+		if req.Workspace, err = cloudWorkspace(ctx, f, rs.c, opts, ref.Workflow); err != nil {
+			return err
+		}
 	}
 	t, err := src.Start(ctx, req)
 	if err != nil {
@@ -153,10 +174,16 @@ func printOutcome(f *Factory, ref workflow.Ref, t *workflow.Thread, asJSON bool)
 		switch t.Status {
 		case workflow.StatusCompleted:
 			fmt.Fprintf(f.IO.ErrOut, "%s completed after %d steps\n", ref, t.Step)
+			if l := workspaceLine(t.Workspace); l != "" {
+				fmt.Fprintf(f.IO.ErrOut, "%s ('nerve thread diff %s' shows it)\n", l, ref)
+			}
 			fmt.Fprintln(f.IO.Out, renderResult(t.Result))
 		case workflow.StatusRunning:
 			fmt.Fprintf(f.IO.ErrOut, "%s is still running (the daemon stopped following it)\n", ref)
 		default:
+			if l := workspaceLine(t.Workspace); l != "" {
+				fmt.Fprintln(f.IO.ErrOut, l)
+			}
 			fmt.Fprintf(f.IO.ErrOut, "%s %s: %s\n", ref, t.Status, t.Error)
 		}
 	}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+type threadCheckoutOptions struct {
+	Ref    string
+	Branch string
+	JSON   bool
+	// Dir is the repository to make the branch in: the current directory.
+	Dir string
+}
+
+func newCmdThreadCheckout(f *Factory, runF func(*threadCheckoutOptions) error) *cobra.Command {
+	opts := &threadCheckoutOptions{}
+	cmd := &cobra.Command{
+		Use:   "checkout REF#THREAD",
+		Short: "Make a local branch of a thread's head in this repository and switch to it",
+		Long: `Make a branch of a thread's head in the git repository of the current
+directory and switch to it, for review and merge (as 'gh pr checkout' does).
+The branch is the thread's (nerve/WORKFLOW/thread-N) unless --branch names
+another; a branch that exists is only fast-forwarded. A cloud thread's
+commits are fetched from its repository.`,
+		Example: `  nerve thread checkout code-change#thread-3
+  nerve thread checkout origin/code-review#thread-9 --branch review/retries`,
+		Args: exactArgs(1, "name the thread (REF#thread-N)"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Ref = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return threadCheckoutRun(cmd.Context(), f, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Branch, "branch", "", "the local branch (default: the thread's branch)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print {\"branch\", \"head\", \"dir\"}")
+	return cmd
+}
+
+// checkoutResult is the --json shape of `thread checkout`.
+type checkoutResult struct {
+	Thread string `json:"thread"`
+	Branch string `json:"branch"`
+	Head   string `json:"head"`
+	Dir    string `json:"dir"`
+}
+
+func threadCheckoutRun(ctx context.Context, f *Factory, opts *threadCheckoutOptions) error {
+	dir := opts.Dir
+	if dir == "" {
+		var err error
+		if dir, err = os.Getwd(); err != nil {
+			return err
+		}
+	}
+	ref, t, ws, err := threadWorkspace(ctx, f, opts.Ref)
+	if err != nil {
+		return err
+	}
+	if !t.Ended() && ref.Remote == "" && (opts.Branch == "" || opts.Branch == ws.Branch) {
+		// Its branch is in this machine's repository and moves with each
+		// turn: checked out, it would move under the user's files.
+		return usageErrorf("name another branch with --branch, or wait for the thread to end", "%s is running: its branch %s moves with each turn", ref, ws.Branch)
+	}
+	name, err := newWorkspaceManager(f).Checkout(ctx, dir, ws, opts.Branch)
+	if err != nil {
+		return workspaceUsage(err)
+	}
+	if opts.JSON {
+		return json.NewEncoder(f.IO.Out).Encode(checkoutResult{Thread: ref.String(), Branch: name, Head: ws.Head, Dir: dir})
+	}
+	fmt.Fprintf(f.IO.ErrOut, "switched to branch %s at %s (%s)\n", name, shortCommit(ws.Head), ref)
+	return nil
+}

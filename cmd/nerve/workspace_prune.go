@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/nerve-agents/nerve/remote"
+	"github.com/nerve-agents/nerve/workflow"
+	"github.com/nerve-agents/nerve/workspace"
+	"github.com/spf13/cobra"
+)
+
+func newCmdWorkspace(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{Use: "workspace", Short: "Manage this machine's thread worktrees and repository mirrors"}
+	cmd.AddCommand(newCmdWorkspacePrune(f, nil))
+	return cmd
+}
+
+type workspacePruneOptions struct {
+	JSON bool
+}
+
+func newCmdWorkspacePrune(f *Factory, runF func(*workspacePruneOptions) error) *cobra.Command {
+	opts := &workspacePruneOptions{}
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Remove the worktrees and mirrors under NERVE_HOME that no live thread uses",
+		Long: `Remove what a crash or an ended thread left under NERVE_HOME: worktrees
+(worktrees/) of threads that are no longer live, and repository mirrors
+(repos/) that nothing uses. Branches and commits are never touched.
+
+Live, and so kept, is conservatively:
+  - a local thread the daemon says is running, and any thread the daemon
+    runs a turn of now;
+  - a cloud thread its remote says is running, or whose remote cannot be
+    asked (unreachable): its next turn may come back to this machine;
+  - a mirror a kept worktree uses, or of a repository that a workflow
+    definition in the configured directories names.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return workspacePruneRun(cmd.Context(), f, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print {\"worktrees\": [...], \"mirrors\": [...]}: what was removed")
+	return cmd
+}
+
+// pruneResult is the --json shape of `workspace prune`: what was removed.
+type pruneResult struct {
+	Worktrees []string `json:"worktrees"`
+	Mirrors   []string `json:"mirrors"`
+}
+
+func workspacePruneRun(ctx context.Context, f *Factory, opts *workspacePruneOptions) error {
+	if _, err := f.Config(); err != nil {
+		return err
+	}
+	keep, err := liveWorkspaces(ctx, f)
+	if err != nil {
+		return err
+	}
+	p, err := newWorkspaceManager(f).Prune(ctx, keep)
+	if err != nil {
+		return workspaceUsage(err)
+	}
+	res := pruneResult{Worktrees: p.Worktrees, Mirrors: p.Mirrors}
+	if res.Worktrees == nil {
+		res.Worktrees = []string{}
+	}
+	if res.Mirrors == nil {
+		res.Mirrors = []string{}
+	}
+	if opts.JSON {
+		return json.NewEncoder(f.IO.Out).Encode(res)
+	}
+	for _, d := range res.Worktrees {
+		fmt.Fprintf(f.IO.Out, "removed worktree %s\n", d)
+	}
+	for _, d := range res.Mirrors {
+		fmt.Fprintf(f.IO.Out, "removed mirror %s\n", d)
+	}
+	if len(res.Worktrees)+len(res.Mirrors) == 0 {
+		fmt.Fprintln(f.IO.ErrOut, "nothing to prune")
+	}
+	return nil
+}
+
+// liveWorkspaces says what Prune keeps (see the command's help). The
+// daemon is asked for its running threads and turns, each remote a kept
+// worktree may belong to for that thread's status.
+func liveWorkspaces(ctx context.Context, f *Factory) (workspace.Keep, error) {
+	c, err := f.daemonClient(ctx)
+	if err != nil {
+		return workspace.Keep{}, err
+	}
+	live := map[string]bool{}
+	running, err := c.Threads(ctx, "", workflow.StatusRunning, 0)
+	if err != nil {
+		return workspace.Keep{}, fmt.Errorf("list the daemon's running threads: %w", err)
+	}
+	for _, t := range running {
+		live[t.ID] = true
+		live[workflow.Ref{Workflow: t.Workflow, Thread: t.ID}.String()] = true
+	}
+	st, err := c.Status(ctx)
+	if err != nil {
+		return workspace.Keep{}, fmt.Errorf("read the daemon's status: %w", err)
+	}
+	for _, at := range st.ActiveTurns {
+		live[at.Thread] = true
+	}
+	cfg, err := f.Config()
+	if err != nil {
+		return workspace.Keep{}, err
+	}
+	var remotes []string
+	for name := range cfg.Remotes {
+		remotes = append(remotes, name)
+	}
+	for _, at := range st.ActiveTurns {
+		if ref, ok := workspaceKeyRef(at.Thread, remotes); ok {
+			live[ref.String()] = true
+		}
+	}
+	clients := map[string]*remote.Client{}
+	asked := map[string]bool{}
+	keepTree := func(key string) bool {
+		if live[key] {
+			return true
+		}
+		ref, ok := workspaceKeyRef(key, remotes)
+		switch {
+		case !ok:
+			// A local thread's id not running here is done with; a key
+			// nerve cannot read is kept.
+			return !localThreadID.MatchString(key)
+		case ref.Remote == "":
+			return live[ref.Thread] || live[ref.String()]
+		case live[ref.String()]:
+			return true
+		}
+		if v, ok := asked[ref.String()]; ok {
+			return v
+		}
+		v := remoteThreadLive(ctx, f, clients, ref)
+		asked[ref.String()] = v
+		return v
+	}
+	repos := definedRepos(f)
+	return workspace.Keep{Worktree: keepTree, Repo: func(url string) bool { return repos[url] }}, nil
+}
+
+// localThreadID is a local thread's worktree key: its id.
+var localThreadID = regexp.MustCompile(`^thread-[0-9]+$`)
+
+// workspaceKeyRef reads a worktree's thread key as a ref: a full ref
+// (origin/code-review#thread-7), or the daemon's key of a cloud thread,
+// REMOTE--WORKFLOW--THREAD, for one of the configured remotes.
+func workspaceKeyRef(key string, remotes []string) (workflow.Ref, bool) {
+	if strings.Contains(key, "#") {
+		ref, err := workflow.ParseRef(key)
+		return ref, err == nil && ref.Thread != ""
+	}
+	for _, r := range remotes {
+		rest, ok := strings.CutPrefix(key, r+"--")
+		if i := strings.LastIndex(rest, "--"); ok && i > 0 && i+2 < len(rest) {
+			return workflow.Ref{Remote: r, Workflow: rest[:i], Thread: rest[i+2:]}, true
+		}
+	}
+	return workflow.Ref{}, false
+}
+
+// remoteThreadLive reports whether ref names a cloud thread that is still
+// running, or whose remote cannot say (then it is kept). A remote no
+// longer configured or a thread the remote does not know is not live.
+func remoteThreadLive(ctx context.Context, f *Factory, clients map[string]*remote.Client, ref workflow.Ref) bool {
+	c, ok := clients[ref.Remote]
+	if !ok {
+		c, _ = remoteClient(f, ref.Remote)
+		clients[ref.Remote] = c
+	}
+	if c == nil {
+		return false
+	}
+	t, err := c.Thread(ctx, ref.Thread)
+	var re *remote.Error
+	if errors.As(err, &re) && re.Status == 404 {
+		return false
+	}
+	if err != nil {
+		return true
+	}
+	return !t.Ended()
+}
+
+// definedRepos are the repositories the configured workflow definitions
+// name: their mirrors serve the next thread.
+func definedRepos(f *Factory) map[string]bool {
+	repos := map[string]bool{}
+	dirs, err := workflowDirs(f)
+	if err != nil {
+		return repos
+	}
+	for _, e := range workflow.List(dirs) {
+		if e.Def != nil && e.Def.Workspace != nil && e.Def.Workspace.Repo != "" {
+			repos[e.Def.Workspace.Repo] = true
+		}
+	}
+	return repos
+}
