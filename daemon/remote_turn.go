@@ -12,6 +12,7 @@ import (
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/store"
 	"github.com/nerve-agents/nerve/workflow"
+	"github.com/nerve-agents/nerve/workspace"
 )
 
 // errClaimLost ends an adapter whose lease the server no longer grants
@@ -100,6 +101,9 @@ func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string
 	if m, ok := ans.Message(t, resp); sent && ok {
 		r.hist.add(historyKey(remoteName, t), m)
 	}
+	if sent && t.Workspace != nil && ans.Status != "" && ans.Status != workflow.StatusRunning {
+		r.removeWorktrees(historyKey(remoteName, t)) // the thread ended with this answer
+	}
 	r.d.log.Debug("remote turn", "turn", t.Turn, "remote", remoteName, "run", ran.Sub(start),
 		"outbox", queued.Sub(ran), "send", time.Since(queued), "sent", sent)
 }
@@ -128,13 +132,28 @@ func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName s
 	a, ok := r.exec.Run(ctx, &reflex.Turn{
 		Thread: ref, Ref: ref, Key: key, Step: t.Step, Role: t.Role, Adapter: adapterName,
 		Prompt: t.Prompt, History: history,
-		RoleDef:  func() *workflow.Role { return <-roleCh },
-		Detected: func(e workflow.Event) { r.reportDetection(ctx, cl, t, e) },
+		Workspace: remoteWorkspace(t, key),
+		RoleDef:   func() *workflow.Role { return <-roleCh },
+		Detected:  func(e workflow.Event) { r.reportDetection(ctx, cl, t, e) },
 	})
 	if !ok {
 		return api.Response{}, false
 	}
-	return api.Response{Claim: t.Claim, Adapter: adapterName, Content: a.Content, Meta: a.Meta, Usage: a.Usage, Error: a.Error}, true
+	return api.Response{Claim: t.Claim, Adapter: adapterName, Content: a.Content, Meta: a.Meta, Usage: a.Usage, Error: a.Error,
+		Commit: a.Commit, Changes: a.Changes}, true
+}
+
+// remoteWorkspace is where a cloud thread's turn works: a worktree of this
+// machine's mirror of the shared repository at the thread's head, kept
+// under the thread's key for its next turn here (Open resets it when
+// another machine moved the branch meanwhile).
+func remoteWorkspace(t api.Turn, key string) *workspace.Turn {
+	w := t.Workspace
+	if w == nil {
+		return nil
+	}
+	return &workspace.Turn{Workspace: workspace.Workspace{Repo: w.Repo, Cloud: true, Base: w.Base, Branch: w.Branch, Head: w.Head},
+		Key: key, Step: t.Step}
 }
 
 // heartbeat renews the lease about three times per lease while the turn

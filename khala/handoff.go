@@ -28,6 +28,10 @@ type waiter struct {
 	// got receives exactly once from whoever took the waiter off the
 	// list: the turns committed for it, or nil when the commit failed.
 	got chan []khaladb.Turn
+	// ws holds the workspace of each thread whose turns were handed over,
+	// taken from the change that queued them (no read to find it); it is
+	// written before got is sent on.
+	ws map[string]*workflow.Workspace
 }
 
 // park adds a long poll that found nothing to the waiting list.
@@ -100,6 +104,10 @@ func (h *handoffs) reserve(c *khaladb.ThreadChange, now time.Time) *reservation 
 		c.Events = append(c.Events, workflow.Event{At: now, Type: workflow.EventTurnStarted, Thread: t.Thread,
 			Step: t.Step, Role: t.Role, Agent: t.Agent, Turn: t.ID, Claim: t.Claim, Attempt: t.Attempt})
 		r.turns[w] = append(r.turns[w], *t)
+		if w.ws == nil {
+			w.ws = map[string]*workflow.Workspace{}
+		}
+		w.ws[t.Thread] = c.Thread.Workspace // nil too: no read for a thread without one
 	}
 	return r
 }
