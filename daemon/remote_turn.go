@@ -101,11 +101,25 @@ func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string
 	if m, ok := ans.Message(t, resp); sent && ok {
 		r.hist.add(historyKey(remoteName, t), m)
 	}
-	if sent && t.Workspace != nil && ans.Status != "" && ans.Status != workflow.StatusRunning {
-		r.removeWorktrees(historyKey(remoteName, t)) // the thread ended with this answer
+	if t.Workspace != nil {
+		r.settleTree(historyKey(remoteName, t), sent && ans.Status != "" && ans.Status != workflow.StatusRunning)
 	}
 	r.d.log.Debug("remote turn", "turn", t.Turn, "remote", remoteName, "run", ran.Sub(start),
 		"outbox", queued.Sub(ran), "send", time.Since(queued), "sent", sent)
+}
+
+// settleTree keeps a remote thread's worktree for its next turn here,
+// or removes it when the thread ended with this turn's answer, and
+// removes the worktrees of remote threads idle here for remoteTreeIdle.
+func (r *runner) settleTree(key string, ended bool) {
+	idle := r.rtrees.touch(key, time.Now())
+	if ended {
+		r.rtrees.forget(key)
+		idle = append(idle, key)
+	}
+	for _, k := range idle {
+		r.removeWorktrees(k)
+	}
 }
 
 // historyKey names a remote thread's cached history and its snapshot.

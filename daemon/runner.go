@@ -29,6 +29,7 @@ type runner struct {
 	hist     *histories
 	exec     *reflex.Executor
 	ws       *workspace.Manager // threads' git workspaces
+	rtrees   remoteTrees        // remote threads' worktrees kept here
 }
 
 func newRunner(d *Daemon, ctx context.Context) *runner {

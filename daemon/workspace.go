@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nerve-agents/nerve/workflow"
@@ -144,4 +145,44 @@ func (r *runner) removeWorktrees(key string) {
 	if err := r.ws.Remove(ctx, key); err != nil {
 		r.d.log.Warn("remove worktrees", "thread", key, "err", err)
 	}
+}
+
+// remoteTreeIdle is how long a remote thread's worktree is kept after its
+// last turn here. This daemon is not told when another machine takes the
+// thread's next turn, nor when the thread ends there; keeping the
+// worktree makes the common case (this daemon takes a later turn of the
+// thread) a reset of the files that changed instead of a new checkout,
+// and a worktree nothing used for this long is the thread moving away.
+const remoteTreeIdle = 10 * time.Minute
+
+// remoteTrees remembers when each remote thread's worktree was last used.
+type remoteTrees struct {
+	mu   sync.Mutex
+	used map[string]time.Time
+}
+
+// touch records a turn of key now and returns the keys idle for longer
+// than remoteTreeIdle, forgotten here, for the caller to remove.
+func (rt *remoteTrees) touch(key string, now time.Time) []string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.used == nil {
+		rt.used = map[string]time.Time{}
+	}
+	rt.used[key] = now
+	var idle []string
+	for k, at := range rt.used {
+		if now.Sub(at) > remoteTreeIdle {
+			idle = append(idle, k)
+			delete(rt.used, k)
+		}
+	}
+	return idle
+}
+
+// forget drops key (its worktree is removed).
+func (rt *remoteTrees) forget(key string) {
+	rt.mu.Lock()
+	delete(rt.used, key)
+	rt.mu.Unlock()
 }
