@@ -112,12 +112,7 @@ func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string
 // or removes it when the thread ended with this turn's answer, and
 // removes the worktrees of remote threads idle here for remoteTreeIdle.
 func (r *runner) settleTree(key string, ended bool) {
-	idle := r.rtrees.touch(key, time.Now())
-	if ended {
-		r.rtrees.forget(key)
-		idle = append(idle, key)
-	}
-	for _, k := range idle {
+	for _, k := range r.rtrees.sweep(time.Now(), key, ended) {
 		r.removeWorktrees(k)
 	}
 }
@@ -140,6 +135,10 @@ func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName s
 	history, err := r.hist.get(ctx, cl, key, t.Thread, t.Step)
 	if err != nil && ctx.Err() == nil {
 		r.d.log.Warn("read remote thread for its snapshot", "thread", ref, "err", err)
+	}
+	if t.Workspace != nil {
+		r.rtrees.begin(key) // not swept while the turn runs
+		defer func() { r.rtrees.end(key, time.Now()) }()
 	}
 	// The snapshot stays while the history is cached (histories removes
 	// it on eviction), so the next turn of the thread only appends to it.

@@ -36,10 +36,7 @@ func newRunner(d *Daemon, ctx context.Context) *runner {
 	r := &runner{d: d, ctx: ctx, threads: map[string]context.CancelCauseFunc{},
 		active: map[string]ActiveTurn{}, idle: make(chan struct{}),
 		snaps: newSnapshots(d.paths.Snapshots()), ws: &workspace.Manager{Home: d.paths.Home}}
-	r.hist = newHistories(func(key string) {
-		r.snaps.remove(key)
-		r.removeWorktrees(key) // a remote thread this daemon no longer follows
-	})
+	r.hist = newHistories(r.snaps.remove)
 	r.exec = newExecutor(d, r)
 	return r
 }

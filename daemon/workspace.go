@@ -155,34 +155,46 @@ func (r *runner) removeWorktrees(key string) {
 // and a worktree nothing used for this long is the thread moving away.
 const remoteTreeIdle = 10 * time.Minute
 
-// remoteTrees remembers when each remote thread's worktree was last used.
+// remoteTrees remembers when each remote thread's worktree was last used,
+// and which are in use by a turn now (never swept).
 type remoteTrees struct {
 	mu   sync.Mutex
 	used map[string]time.Time
+	busy map[string]int
 }
 
-// touch records a turn of key now and returns the keys idle for longer
-// than remoteTreeIdle, forgotten here, for the caller to remove.
-func (rt *remoteTrees) touch(key string, now time.Time) []string {
+// begin marks key's worktree in use by a turn.
+func (rt *remoteTrees) begin(key string) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if rt.used == nil {
-		rt.used = map[string]time.Time{}
+	if rt.busy == nil {
+		rt.busy, rt.used = map[string]int{}, map[string]time.Time{}
+	}
+	rt.busy[key]++
+}
+
+// end marks a turn of key over at now.
+func (rt *remoteTrees) end(key string, now time.Time) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.busy[key]--; rt.busy[key] <= 0 {
+		delete(rt.busy, key)
 	}
 	rt.used[key] = now
-	var idle []string
+}
+
+// sweep returns the keys whose worktree no turn uses and none used for
+// longer than remoteTreeIdle, forgotten here, for the caller to remove;
+// and key too when gone is set (its thread ended).
+func (rt *remoteTrees) sweep(now time.Time, key string, gone bool) []string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	var out []string
 	for k, at := range rt.used {
-		if now.Sub(at) > remoteTreeIdle {
-			idle = append(idle, k)
+		if rt.busy[k] == 0 && (now.Sub(at) > remoteTreeIdle || gone && k == key) {
+			out = append(out, k)
 			delete(rt.used, k)
 		}
 	}
-	return idle
-}
-
-// forget drops key (its worktree is removed).
-func (rt *remoteTrees) forget(key string) {
-	rt.mu.Lock()
-	delete(rt.used, key)
-	rt.mu.Unlock()
+	return out
 }
