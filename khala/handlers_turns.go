@@ -119,8 +119,9 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, a khaladb.A
 
 // claimWorkspaces returns the workspace of each claimed turn's thread
 // that has one. A handed-over turn's came with the change that queued it;
-// a turn taken from the queue costs one read of its thread (one per
-// thread, however many of its turns were claimed).
+// a thread known to have none (handoffs.isBare) costs nothing; any other
+// turn taken from the queue costs one read of its thread (one per thread,
+// however many of its turns were claimed), for the head it starts from.
 func (s *Server) claimWorkspaces(ctx context.Context, turns []khaladb.Turn, handed map[string]*workflow.Workspace) (map[string]*workflow.Workspace, error) {
 	var out map[string]*workflow.Workspace
 	seen := map[string]bool{}
@@ -130,12 +131,14 @@ func (s *Server) claimWorkspaces(ctx context.Context, turns []khaladb.Turn, hand
 		}
 		seen[t.Thread] = true
 		ws, ok := handed[t.Thread]
-		if !ok {
+		if !ok && !s.handoffs.isBare(t.Thread) {
 			v, err := s.store.Thread(ctx, t.Thread)
 			if err != nil {
 				return nil, err
 			}
-			ws = v.Thread.Workspace
+			if ws = v.Thread.Workspace; ws == nil {
+				s.handoffs.sawBare(t.Thread)
+			}
 		}
 		if ws != nil {
 			if out == nil {

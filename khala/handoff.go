@@ -20,6 +20,38 @@ import (
 type handoffs struct {
 	mu      sync.Mutex
 	waiting []*waiter // oldest first
+	// bare holds threads known to have no workspace, so a claim of their
+	// turns reads nothing to say so. Whether a thread has a workspace is
+	// fixed when it starts, so what any replica saw holds on every one.
+	bare map[string]bool
+}
+
+// maxBare bounds the threads remembered as having no workspace.
+const maxBare = 1 << 14
+
+// noteBare records whether thread has no workspace; h.mu is held.
+func (h *handoffs) noteBare(thread string, bare bool) {
+	if !bare {
+		return
+	}
+	if h.bare == nil || len(h.bare) >= maxBare {
+		h.bare = map[string]bool{}
+	}
+	h.bare[thread] = true
+}
+
+// isBare reports whether thread is known to have no workspace.
+func (h *handoffs) isBare(thread string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.bare[thread]
+}
+
+// sawBare records a thread read without a workspace.
+func (h *handoffs) sawBare(thread string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.noteBare(thread, true)
 }
 
 // waiter is one long poll between two looks at the queue.
@@ -81,6 +113,7 @@ func (h *handoffs) reserve(c *khaladb.ThreadChange, now time.Time) *reservation 
 	var r *reservation
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.noteBare(c.Thread.ID, c.Thread.Workspace == nil)
 	for i := range c.Turns {
 		t := &c.Turns[i]
 		if t.State != khaladb.TurnQueued || len(h.waiting) == 0 && r == nil {
