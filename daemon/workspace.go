@@ -42,6 +42,9 @@ func workspaceRequest(def *workflow.Definition, req StartRequest) (*workspace.Wo
 	if ws.Repo == "" {
 		ws.Repo = req.Workdir
 	}
+	if ws.Repo == "" {
+		return nil, usage("the workspace names no repository and the run gave no workdir", "give one with --repo")
+	}
 	if !filepath.IsAbs(ws.Repo) {
 		if req.Workdir == "" {
 			return nil, usage(fmt.Sprintf("workspace repo %q is relative and the run gave no workdir", ws.Repo), "give an absolute --repo")
