@@ -231,8 +231,23 @@ func (x *Executor) Run(ctx context.Context, t *Turn) (a Answer, ok bool) {
 	}
 	a.Content, a.Usage = res.Content, &res.Usage
 	x.checkToolErrors(t, &res.Usage)
+	var role *workflow.Role
+	if t.RoleDef != nil {
+		role = t.RoleDef()
+	}
+	if role != nil {
+		ex := &workflow.Extractor{Endpoint: RepairEndpoint(cfg.Extract)}
+		meta, err := ex.Extract(ctx, role, res.Content)
+		if err != nil {
+			x.detect(t, DetectMalformed, err.Error())
+			a.Error = &workflow.MessageError{Kind: KindExtract, Message: err.Error()}
+		}
+		a.Meta = meta
+	}
 	if tree != nil {
-		// Only an answered turn publishes: one killed, timed out or
+		// Only an answered turn publishes, and last, so little happens
+		// between the publication and the answer's record (a crash there
+		// is undone by the rerun's Open): one killed, timed out or
 		// cancelled leaves the branch where it was, and the next Open
 		// resets its worktree.
 		r, err := tree.Finish(ctx, cfg.Agent.Name, workspace.Subject(t.Role, t.Step, res.Content))
@@ -240,28 +255,13 @@ func (x *Executor) Run(ctx context.Context, t *Turn) (a Answer, ok bool) {
 			return Answer{}, false
 		}
 		if err != nil {
+			// A workspace failure says more than an extraction's.
 			a.Error = &workflow.MessageError{Kind: workspace.KindOf(err), Message: err.Error()}
 		} else {
 			a.Commit = r.Commit
 			a.Changes = &workflow.Changes{Files: r.Changes.Files, Insertions: r.Changes.Insertions, Deletions: r.Changes.Deletions}
 		}
 	}
-	var role *workflow.Role
-	if t.RoleDef != nil {
-		role = t.RoleDef()
-	}
-	if role == nil {
-		return a, true
-	}
-	ex := &workflow.Extractor{Endpoint: RepairEndpoint(cfg.Extract)}
-	meta, err := ex.Extract(ctx, role, res.Content)
-	if err != nil {
-		x.detect(t, DetectMalformed, err.Error())
-		if a.Error == nil { // a workspace failure says more
-			a.Error = &workflow.MessageError{Kind: KindExtract, Message: err.Error()}
-		}
-	}
-	a.Meta = meta
 	return a, true
 }
 
