@@ -143,6 +143,9 @@ func (r *runner) fail(t *workflow.Thread, reason string) {
 	if err != nil {
 		r.d.log.Error("fail thread", "thread", t.ID, "err", err)
 	}
+	if t.Workspace != nil {
+		r.removeWorktrees(t.ID) // the branch and its commits stay
+	}
 }
 
 // cancel stops a running thread; its adapters are killed and it ends as
