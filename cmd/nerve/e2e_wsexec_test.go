@@ -128,33 +128,19 @@ roles:
 	a.must(0, "daemon", "start")
 	b.must(0, "daemon", "start")
 
+	id := wsxStart(t, k, a, "cr", shared, base)
 	token, err := os.ReadFile(filepath.Join(a.home, "tokens", "origin"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := json.Marshal(map[string]any{"input": map[string]any{}, "workspace": map[string]string{"repo": shared, "base": base}})
-	req, _ := http.NewRequest(http.MethodPost, k.url+"/v1/workflows/cr/threads", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var started struct {
-		Thread string `json:"thread"`
-	}
-	json.NewDecoder(resp.Body).Decode(&started)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated || started.Thread == "" {
-		t.Fatalf("start: %d %+v", resp.StatusCode, started)
-	}
-	ref := "origin/cr#" + started.Thread
+	ref := "origin/cr#" + id
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if r := a.runCtx(ctx, "workflow", "logs", ref, "-f"); r.code != 0 || !strings.Contains(r.stdout, "completed") {
 		t.Fatalf("thread: %s", r)
 	}
 
-	branch := "nerve/cr/" + started.Thread
+	branch := "nerve/cr/" + id
 	want := "author 1 by " + filepath.Base(a.home) + "\nreviewer 2 by " + filepath.Base(b.home) +
 		"\nauthor 3 by " + filepath.Base(a.home) + "\nreviewer 4 by " + filepath.Base(b.home)
 	if got := wsxGit(t, shared, "show", branch+":review.txt"); got != want {
@@ -180,9 +166,9 @@ roles:
 		}
 	}
 	// Khala moved the thread's head to the last turn's commit.
-	req, _ = http.NewRequest(http.MethodGet, k.url+"/v1/threads/"+started.Thread, nil)
+	req, _ := http.NewRequest(http.MethodGet, k.url+"/v1/threads/"+id, nil)
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-	resp, err = http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,4 +185,92 @@ roles:
 		left, _ := filepath.Glob(filepath.Join(b.home, "worktrees", "*"))
 		return len(left) == 0
 	})
+}
+
+// wsxStart starts a thread of workflow on Khala with a workspace (the
+// run's --repo and --base flags are another change's), as agent e.
+func wsxStart(t *testing.T, k *khalaServer, e *env, workflow, repo, base string) string {
+	t.Helper()
+	token, err := os.ReadFile(filepath.Join(e.home, "tokens", "origin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"input": map[string]any{}, "workspace": map[string]string{"repo": repo, "base": base}})
+	req, _ := http.NewRequest(http.MethodPost, k.url+"/v1/workflows/"+workflow+"/threads", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var started struct {
+		Thread string `json:"thread"`
+	}
+	json.NewDecoder(resp.Body).Decode(&started)
+	if resp.StatusCode != http.StatusCreated || started.Thread == "" {
+		t.Fatalf("start: %d %+v", resp.StatusCode, started)
+	}
+	return started.Thread
+}
+
+// Someone pushes to the thread's branch between two turns: the next
+// turn's push is refused (a lease on the head it started from, never a
+// force), the turn's message says so (error kind workspace), and the
+// branch keeps what was pushed.
+func TestE2EWorkspaceExecPushRefusedWhenRemoteMoved(t *testing.T) {
+	seed := wsxRepo(t)
+	base := wsxGit(t, seed, "rev-parse", "HEAD")
+	shared := filepath.Join(t.TempDir(), "shared.git")
+	wsxGit(t, seed, "clone", "-q", "--bare", seed, shared)
+	script := `echo "$NERVE_ROLE $NERVE_STEP" >> "$NERVE_WORKDIR/review.txt"
+echo "turn $NERVE_STEP"
+`
+	k := startKhala(t)
+	tok := k.enrollToken(t, 2)
+	a := agentEnv(t, k, tok, "agent-a", script, ", roles: [author]", 1)
+	b := agentEnv(t, k, tok, "agent-b", script, ", roles: [reviewer]", 1)
+	def := a.write("cr.yaml", fmt.Sprintf(`workflow: cr
+binding: cloud
+workspace: {repo: %s}
+moderator: '$count(messages) < 2 ? {"role": ($count(messages) = 0 ? "author" : "reviewer"), "instruction": "go"} : {"done": true}'
+roles:
+  author: {adapter: fake, prompt: write}
+  reviewer: {adapter: fake, prompt: review}
+`, shared))
+	a.must(0, "workflow", "push", def, "origin")
+	a.must(0, "daemon", "start")
+	id := wsxStart(t, k, a, "cr", shared, base)
+	ref := "origin/cr#" + id
+	branch := "nerve/cr/" + id
+	waitFor(t, "the author's turn", func() bool {
+		return strings.Count(a.run("thread", "messages", ref, "--json").stdout, "\n") == 1
+	})
+	// A person pushes onto the branch before the reviewer's turn.
+	clone := filepath.Join(t.TempDir(), "clone")
+	wsxGit(t, "", "clone", "-q", "--branch", branch, shared, clone)
+	os.WriteFile(filepath.Join(clone, "by-hand.txt"), []byte("pushed by a person\n"), 0o600)
+	wsxGit(t, clone, "add", "by-hand.txt")
+	wsxGit(t, clone, "commit", "-q", "-m", "by hand")
+	wsxGit(t, clone, "push", "-q", "origin", branch)
+	byHand := wsxGit(t, clone, "rev-parse", "HEAD")
+
+	b.must(0, "daemon", "start")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b.runCtx(ctx, "workflow", "logs", ref, "-f")
+	msgs := strings.Split(strings.TrimSpace(b.must(0, "thread", "messages", ref, "--json").stdout), "\n")
+	if len(msgs) != 2 {
+		t.Fatalf("messages: %v", msgs)
+	}
+	var m struct {
+		Commit string `json:"commit"`
+		Error  struct{ Kind, Message string }
+	}
+	json.Unmarshal([]byte(msgs[1]), &m)
+	if m.Error.Kind != "workspace" || !strings.Contains(m.Error.Message, "refused") || m.Commit != "" {
+		t.Fatalf("the reviewer's message: %s", msgs[1])
+	}
+	if tip := wsxGit(t, shared, "rev-parse", branch); tip != byHand {
+		t.Fatalf("branch at %s; the person's push %s was overwritten", tip, byHand)
+	}
 }
