@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/store"
 	"github.com/nerve-agents/nerve/workflow"
+	"github.com/nerve-agents/nerve/workspace"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -51,10 +53,30 @@ func BenchmarkTurn(b *testing.B) {
 			}
 		}
 	})
-	b.Run("local-thread", func(b *testing.B) {
+	b.Run("local-thread", func(b *testing.B) { benchLocalThread(b, truePath, false) })
+	// The same thread with a workspace: each turn opens the thread's
+	// worktree (reused), and its Finish finds nothing to commit.
+	b.Run("local-thread-workspace", func(b *testing.B) { benchLocalThread(b, truePath, true) })
+	// With a workspace and an agent that changes one file per turn: a
+	// commit on its behalf and a branch move each turn.
+	b.Run("local-thread-workspace-edit", func(b *testing.B) {
+		benchLocalThread(b, "", true)
+	})
+}
+
+// benchLocalThread runs one local thread of b.N turns; agent "" is a
+// shell script that appends a line to a file of the worktree.
+func benchLocalThread(b *testing.B, agent string, withWorkspace bool) {
+	{
 		home := b.TempDir()
 		cfg := config.Defaults(home)
-		cfg.Adapters["true"] = config.Adapter{Type: "exec", Command: []string{truePath}}
+		if agent == "" {
+			agent = filepath.Join(home, "edit.sh")
+			if err := os.WriteFile(agent, []byte("#!/bin/sh\necho \"$NERVE_STEP\" >> \"$NERVE_WORKDIR/turns.txt\"\n"), 0o700); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cfg.Adapters["true"] = config.Adapter{Type: "exec", Command: []string{agent}}
 		st, err := store.Open(config.Paths{Home: home}.DB(), time.Second)
 		if err != nil {
 			b.Fatal(err)
@@ -74,7 +96,25 @@ roles:
 		}
 		th := &workflow.Thread{Workflow: def.Name, Status: workflow.StatusRunning, Input: map[string]any{"n": b.N},
 			Source: def.Source, Workdir: home}
-		if err := st.CreateThread(th); err != nil {
+		var prepare func(*workflow.Thread) error
+		if withWorkspace {
+			if _, err := exec.LookPath("git"); err != nil {
+				b.Skip("no git binary")
+			}
+			repo := filepath.Join(home, "repo")
+			os.MkdirAll(repo, 0o700)
+			os.WriteFile(filepath.Join(repo, "README"), []byte("hi\n"), 0o600)
+			for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "README"},
+				{"-c", "user.name=u", "-c", "user.email=u@example.com", "commit", "-q", "-m", "first"}} {
+				if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+					b.Fatalf("git %v: %v %s", args, err, out)
+				}
+			}
+			prepare = func(t *workflow.Thread) error {
+				return r.startWorkspace(context.Background(), t, workspace.Workspace{Repo: repo})
+			}
+		}
+		if err := st.CreateThreadWith(th, prepare); err != nil {
 			b.Fatal(err)
 		}
 		b.ResetTimer()
@@ -89,8 +129,11 @@ roles:
 		if len(msgs) != b.N || msgs[0].Error != nil {
 			b.Fatalf("%d messages, first error %v", len(msgs), msgs[0].Error)
 		}
+		if withWorkspace && (msgs[0].Commit == "" || th.Workspace == nil) {
+			b.Fatalf("no workspace at work: %+v %+v", msgs[0], th.Workspace)
+		}
 		b.ReportMetric(float64(b.N), "turns")
-	})
+	}
 }
 
 // BenchmarkModerator evaluates the code-review example's moderator against

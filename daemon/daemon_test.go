@@ -18,6 +18,12 @@ import (
 // startDaemon runs a real daemon in this process on a temp NERVE_HOME.
 func startDaemon(t *testing.T) (*Client, config.Paths, func() error) {
 	t.Helper()
+	return startDaemonWith(t, nil)
+}
+
+// startDaemonWith is startDaemon with nerve.yaml changed by edit first.
+func startDaemonWith(t *testing.T, edit func(*config.Config)) (*Client, config.Paths, func() error) {
+	t.Helper()
 	home, err := os.MkdirTemp("", "nd")
 	if err != nil {
 		t.Fatal(err)
@@ -25,6 +31,9 @@ func startDaemon(t *testing.T) (*Client, config.Paths, func() error) {
 	t.Cleanup(func() { os.RemoveAll(home) })
 	cfg := config.Defaults(home)
 	cfg.Workflows = []string{filepath.Join(home, "workflows")}
+	if edit != nil {
+		edit(cfg)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	logger, _ := newTestLog(t)

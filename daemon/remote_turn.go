@@ -12,6 +12,7 @@ import (
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/store"
 	"github.com/nerve-agents/nerve/workflow"
+	"github.com/nerve-agents/nerve/workspace"
 )
 
 // errClaimLost ends an adapter whose lease the server no longer grants
@@ -100,8 +101,20 @@ func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string
 	if m, ok := ans.Message(t, resp); sent && ok {
 		r.hist.add(historyKey(remoteName, t), m)
 	}
+	if t.Workspace != nil {
+		r.settleTree(historyKey(remoteName, t), sent && ans.Status != "" && ans.Status != workflow.StatusRunning)
+	}
 	r.d.log.Debug("remote turn", "turn", t.Turn, "remote", remoteName, "run", ran.Sub(start),
 		"outbox", queued.Sub(ran), "send", time.Since(queued), "sent", sent)
+}
+
+// settleTree keeps a remote thread's worktree for its next turn here,
+// or removes it when the thread ended with this turn's answer, and
+// removes the worktrees of remote threads idle here for remoteTreeIdle.
+func (r *runner) settleTree(key string, ended bool) {
+	for _, k := range r.rtrees.sweep(time.Now(), key, ended) {
+		r.removeWorktrees(k)
+	}
 }
 
 // historyKey names a remote thread's cached history and its snapshot.
@@ -123,18 +136,37 @@ func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName s
 	if err != nil && ctx.Err() == nil {
 		r.d.log.Warn("read remote thread for its snapshot", "thread", ref, "err", err)
 	}
+	if t.Workspace != nil {
+		r.rtrees.begin(key) // not swept while the turn runs
+		defer func() { r.rtrees.end(key, time.Now()) }()
+	}
 	// The snapshot stays while the history is cached (histories removes
 	// it on eviction), so the next turn of the thread only appends to it.
 	a, ok := r.exec.Run(ctx, &reflex.Turn{
 		Thread: ref, Ref: ref, Key: key, Step: t.Step, Role: t.Role, Adapter: adapterName,
 		Prompt: t.Prompt, History: history,
-		RoleDef:  func() *workflow.Role { return <-roleCh },
-		Detected: func(e workflow.Event) { r.reportDetection(ctx, cl, t, e) },
+		Workspace: remoteWorkspace(t, key),
+		RoleDef:   func() *workflow.Role { return <-roleCh },
+		Detected:  func(e workflow.Event) { r.reportDetection(ctx, cl, t, e) },
 	})
 	if !ok {
 		return api.Response{}, false
 	}
-	return api.Response{Claim: t.Claim, Adapter: adapterName, Content: a.Content, Meta: a.Meta, Usage: a.Usage, Error: a.Error}, true
+	return api.Response{Claim: t.Claim, Adapter: adapterName, Content: a.Content, Meta: a.Meta, Usage: a.Usage, Error: a.Error,
+		Commit: a.Commit, Changes: a.Changes}, true
+}
+
+// remoteWorkspace is where a cloud thread's turn works: a worktree of this
+// machine's mirror of the shared repository at the thread's head, kept
+// under the thread's key for its next turn here (Open resets it when
+// another machine moved the branch meanwhile).
+func remoteWorkspace(t api.Turn, key string) *workspace.Turn {
+	w := t.Workspace
+	if w == nil {
+		return nil
+	}
+	return &workspace.Turn{Workspace: workspace.Workspace{Repo: w.Repo, Cloud: true, Base: w.Base, Branch: w.Branch, Head: w.Head},
+		Key: key, Step: t.Step}
 }
 
 // heartbeat renews the lease about three times per lease while the turn

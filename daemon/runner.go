@@ -11,6 +11,7 @@ import (
 
 	"github.com/nerve-agents/nerve/reflex"
 	"github.com/nerve-agents/nerve/workflow"
+	"github.com/nerve-agents/nerve/workspace"
 )
 
 // runner runs the daemon's local threads, each in its own goroutine.
@@ -27,23 +28,27 @@ type runner struct {
 	snaps    *snapshots
 	hist     *histories
 	exec     *reflex.Executor
+	ws       *workspace.Manager // threads' git workspaces
+	rtrees   remoteTrees        // remote threads' worktrees kept here
 }
 
 func newRunner(d *Daemon, ctx context.Context) *runner {
 	r := &runner{d: d, ctx: ctx, threads: map[string]context.CancelCauseFunc{},
 		active: map[string]ActiveTurn{}, idle: make(chan struct{}),
-		snaps: newSnapshots(d.paths.Snapshots())}
+		snaps: newSnapshots(d.paths.Snapshots()), ws: &workspace.Manager{Home: d.paths.Home}}
 	r.hist = newHistories(r.snaps.remove)
 	r.exec = newExecutor(d, r)
 	return r
 }
 
 func (r *runner) engine() *workflow.Engine {
-	return &workflow.Engine{Store: r.d.store, Turn: r.runTurn, Agent: r.d.config().Agent.Name}
+	return &workflow.Engine{Store: r.d.store, Turn: r.runTurn, Agent: r.d.config().Agent.Name, Merge: r.merge}
 }
 
-// start creates a thread of d and runs it in the background.
-func (r *runner) start(d *workflow.Definition, input map[string]any, workdir string) (*workflow.Thread, error) {
+// start creates a thread of d and runs it in the background. A thread
+// with a workspace has its branch made before it is stored; a workspace
+// that cannot be made is a usage error and no thread starts.
+func (r *runner) start(ctx context.Context, d *workflow.Definition, input map[string]any, workdir string, ws *workspace.Workspace) (*workflow.Thread, error) {
 	r.mu.Lock()
 	draining := r.draining
 	r.mu.Unlock()
@@ -53,7 +58,11 @@ func (r *runner) start(d *workflow.Definition, input map[string]any, workdir str
 	now := time.Now().UTC()
 	t := &workflow.Thread{Workflow: d.Name, Status: workflow.StatusRunning, Input: input, Workdir: workdir,
 		Source: d.Source, CreatedAt: now, UpdatedAt: now}
-	if err := r.d.store.CreateThread(t); err != nil {
+	var prepare func(*workflow.Thread) error
+	if ws != nil {
+		prepare = func(t *workflow.Thread) error { return r.startWorkspace(ctx, t, *ws) }
+	}
+	if err := r.d.store.CreateThreadWith(t, prepare); err != nil {
 		return nil, err
 	}
 	created := *t // the engine owns t from here on
@@ -86,6 +95,9 @@ func (r *runner) launch(d *workflow.Definition, t *workflow.Thread) {
 		err := r.engine().Run(ctx, d, t)
 		if t.Ended() {
 			r.snaps.remove(t.ID)
+			if t.Workspace != nil {
+				r.removeWorktrees(t.ID)
+			}
 		}
 		switch {
 		case err == nil:
@@ -130,6 +142,9 @@ func (r *runner) fail(t *workflow.Thread, reason string) {
 		Status: t.Status, Message: reason, At: now}}})
 	if err != nil {
 		r.d.log.Error("fail thread", "thread", t.ID, "err", err)
+	}
+	if t.Workspace != nil {
+		r.removeWorktrees(t.ID) // the branch and its commits stay
 	}
 }
 

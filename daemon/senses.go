@@ -99,7 +99,13 @@ func (r *runner) StartWorkflow(name string, input map[string]any) error {
 	if err != nil {
 		return err
 	}
-	_, err = r.start(def, in, r.d.paths.Home)
+	// A workspace's repo, unless the definition names an absolute one,
+	// is NERVE_HOME's: no repository, so such a start fails here.
+	ws, err := workspaceRequest(def, StartRequest{Workdir: r.d.paths.Home})
+	if err != nil {
+		return err
+	}
+	_, err = r.start(r.ctx, def, in, r.d.paths.Home, ws)
 	return err
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/nerve-agents/nerve/internal/yamlfile"
 	"github.com/nerve-agents/nerve/store"
 	"github.com/nerve-agents/nerve/workflow"
+	"github.com/nerve-agents/nerve/workspace"
 )
 
 // maxBody bounds a request body: inputs are small.
@@ -94,11 +95,15 @@ func (d *Daemon) handleStart(w http.ResponseWriter, r *http.Request) {
 			err = usage(fmt.Sprintf("workdir %s does not exist or is not a directory", req.Workdir), "")
 		}
 	}
+	var ws *workspace.Workspace
+	if err == nil {
+		ws, err = workspaceRequest(def, req)
+	}
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	t, err := d.runner.start(def, input, req.Workdir)
+	t, err := d.runner.start(r.Context(), def, input, req.Workdir, ws)
 	if err != nil {
 		writeErr(w, err)
 		return

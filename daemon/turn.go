@@ -22,6 +22,7 @@ func newExecutor(d *Daemon, r *runner) *reflex.Executor {
 		Procs:      r,
 		Tracker:    r,
 		Log:        d.log,
+		Workspaces: r.ws,
 	})
 }
 
@@ -37,17 +38,20 @@ func (r *runner) runTurn(ctx context.Context, t *workflow.Thread, d *workflow.De
 	role := d.Roles[turn.Role]
 	agent := r.d.config().Agent.Name // the name the turn started under
 	ref := workflow.Ref{Workflow: t.Workflow, Thread: t.ID}.String()
+	// The thread's workspace is read before the turn: the engine moves
+	// its head only between rounds.
 	a, ok := r.exec.Run(ctx, &reflex.Turn{
 		Thread: t.ID, Ref: ref, Key: t.ID, Step: turn.Step, Role: turn.Role, Adapter: role.Adapter,
 		Prompt:  workflow.Prompt(d, ref, turn, history),
 		Workdir: t.Workdir, History: history,
-		RoleDef: func() *workflow.Role { return role },
+		Workspace: turnWorkspace(t, t.ID, turn.Step, len(t.Pending) > 1),
+		RoleDef:   func() *workflow.Role { return role },
 	})
 	if !ok {
 		return workflow.Message{}
 	}
 	return workflow.Message{Agent: agent, Adapter: role.Adapter,
-		Content: a.Content, Meta: a.Meta, Usage: a.Usage, Error: a.Error}
+		Content: a.Content, Meta: a.Meta, Usage: a.Usage, Error: a.Error, Commit: a.Commit, Changes: a.Changes}
 }
 
 // TurnStarted and TurnEnded keep the active turns (daemon status, the

@@ -50,7 +50,10 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, a khaladb.A
 	ctx := r.Context()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	var turns []khaladb.Turn
+	var (
+		turns    []khaladb.Turn
+		handedWS map[string]*workflow.Workspace // of handed-over turns' threads
+	)
 	for {
 		// Take the hint before looking, so a turn queued in between
 		// still wakes us.
@@ -84,6 +87,9 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, a khaladb.A
 		if !handed {
 			turns = s.handoffs.leave(wt)
 		}
+		if len(turns) > 0 {
+			handedWS = wt.ws
+		}
 		if len(turns) > 0 || stop {
 			break
 		}
@@ -92,16 +98,56 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, a khaladb.A
 		s.giveBack(turns) // the agent is gone
 		return
 	}
+	ws, err := s.claimWorkspaces(ctx, turns, handedWS)
+	if err != nil {
+		s.giveBack(turns)
+		s.fail(w, r, err)
+		return
+	}
 	out := make([]api.Turn, 0, len(turns))
 	for _, t := range turns {
 		s.metrics.claimWait.observe(max(q.Now.Sub(t.QueuedAt), 0))
 		s.sweep.poke(t.LeaseExpires)
 		out = append(out, api.Turn{Turn: t.ID, Claim: t.Claim, Thread: t.Thread, Workflow: t.Workflow, Role: t.Role,
-			Prompt: t.Prompt, Instruction: t.Instruction, Step: t.Step, Attempt: t.Attempt, LeaseExpires: t.LeaseExpires})
+			Prompt: t.Prompt, Instruction: t.Instruction, Step: t.Step, Attempt: t.Attempt, LeaseExpires: t.LeaseExpires,
+			Workspace: ws[t.Thread]})
 	}
 	s.metrics.turnsClaimed.Add(int64(len(turns)))
 	s.metrics.claimRequests.observe(time.Since(start))
 	writeJSON(w, http.StatusOK, out)
+}
+
+// claimWorkspaces returns the workspace of each claimed turn's thread
+// that has one. A handed-over turn's came with the change that queued it;
+// a thread known to have none (handoffs.isBare) costs nothing; any other
+// turn taken from the queue costs one read of its thread (one per thread,
+// however many of its turns were claimed), for the head it starts from.
+func (s *Server) claimWorkspaces(ctx context.Context, turns []khaladb.Turn, handed map[string]*workflow.Workspace) (map[string]*workflow.Workspace, error) {
+	var out map[string]*workflow.Workspace
+	seen := map[string]bool{}
+	for _, t := range turns {
+		if seen[t.Thread] {
+			continue
+		}
+		seen[t.Thread] = true
+		ws, ok := handed[t.Thread]
+		if !ok && !s.handoffs.isBare(t.Thread) {
+			v, err := s.store.Thread(ctx, t.Thread)
+			if err != nil {
+				return nil, err
+			}
+			if ws = v.Thread.Workspace; ws == nil {
+				s.handoffs.sawBare(t.Thread)
+			}
+		}
+		if ws != nil {
+			if out == nil {
+				out = map[string]*workflow.Workspace{}
+			}
+			out[t.Thread] = ws
+		}
+	}
+	return out, nil
 }
 
 type claimBody struct {

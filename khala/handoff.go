@@ -20,6 +20,38 @@ import (
 type handoffs struct {
 	mu      sync.Mutex
 	waiting []*waiter // oldest first
+	// bare holds threads known to have no workspace, so a claim of their
+	// turns reads nothing to say so. Whether a thread has a workspace is
+	// fixed when it starts, so what any replica saw holds on every one.
+	bare map[string]bool
+}
+
+// maxBare bounds the threads remembered as having no workspace.
+const maxBare = 1 << 14
+
+// noteBare records whether thread has no workspace; h.mu is held.
+func (h *handoffs) noteBare(thread string, bare bool) {
+	if !bare {
+		return
+	}
+	if h.bare == nil || len(h.bare) >= maxBare {
+		h.bare = map[string]bool{}
+	}
+	h.bare[thread] = true
+}
+
+// isBare reports whether thread is known to have no workspace.
+func (h *handoffs) isBare(thread string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.bare[thread]
+}
+
+// sawBare records a thread read without a workspace.
+func (h *handoffs) sawBare(thread string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.noteBare(thread, true)
 }
 
 // waiter is one long poll between two looks at the queue.
@@ -28,6 +60,10 @@ type waiter struct {
 	// got receives exactly once from whoever took the waiter off the
 	// list: the turns committed for it, or nil when the commit failed.
 	got chan []khaladb.Turn
+	// ws holds the workspace of each thread whose turns were handed over,
+	// taken from the change that queued them (no read to find it); it is
+	// written before got is sent on.
+	ws map[string]*workflow.Workspace
 }
 
 // park adds a long poll that found nothing to the waiting list.
@@ -77,6 +113,7 @@ func (h *handoffs) reserve(c *khaladb.ThreadChange, now time.Time) *reservation 
 	var r *reservation
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.noteBare(c.Thread.ID, c.Thread.Workspace == nil)
 	for i := range c.Turns {
 		t := &c.Turns[i]
 		if t.State != khaladb.TurnQueued || len(h.waiting) == 0 && r == nil {
@@ -100,6 +137,10 @@ func (h *handoffs) reserve(c *khaladb.ThreadChange, now time.Time) *reservation 
 		c.Events = append(c.Events, workflow.Event{At: now, Type: workflow.EventTurnStarted, Thread: t.Thread,
 			Step: t.Step, Role: t.Role, Agent: t.Agent, Turn: t.ID, Claim: t.Claim, Attempt: t.Attempt})
 		r.turns[w] = append(r.turns[w], *t)
+		if w.ws == nil {
+			w.ws = map[string]*workflow.Workspace{}
+		}
+		w.ws[t.Thread] = c.Thread.Workspace // nil too: no read for a thread without one
 	}
 	return r
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/internal/usage"
 	"github.com/nerve-agents/nerve/workflow"
+	"github.com/nerve-agents/nerve/workspace"
 )
 
 // Detection kinds (DESIGN.md, Watching agents).
@@ -33,6 +34,9 @@ const (
 	KindAdapter = "adapter" // the adapter could not be made, started, or reported failure
 	KindTimeout = "timeout" // the turn ran past its adapter's timeout
 	KindExtract = "extract" // the structured output failed extraction
+	// KindWorkspace: the turn's worktree could not be prepared or its work
+	// published (fetch, push, no git); the branch did not move.
+	KindWorkspace = workflow.ErrorKindWorkspace
 )
 
 // Turn is one turn to execute, of a local thread or a remote one: what the
@@ -50,8 +54,14 @@ type Turn struct {
 	Role    string
 	Adapter string
 	Prompt  string
-	// Workdir is NERVE_WORKDIR; empty means NERVE_HOME.
+	// Workdir is NERVE_WORKDIR; empty means NERVE_HOME. A turn with a
+	// Workspace works in its worktree instead.
 	Workdir string
+	// Workspace, when set, is the thread's git workspace: the turn runs in
+	// a worktree of it at its head and its work is committed and published
+	// after the adapter answers (Key, Step and Parallel as the thread
+	// needs them; Cloud for a remote thread).
+	Workspace *workspace.Turn
 	// History is the thread's messages so far, for the snapshot.
 	History []workflow.Message
 	// RoleDef returns the role's definition, for its meta schema; it is
@@ -70,6 +80,20 @@ type Answer struct {
 	Meta    any
 	Usage   *usage.Usage
 	Error   *workflow.MessageError
+	// Commit and Changes are the turn's work, for a turn with a workspace
+	// that answered: the commit it published (the start commit when it
+	// changed nothing) and what it changed.
+	Commit  string
+	Changes *workflow.Changes
+}
+
+// Workspaces prepare a turn's git worktree; *workspace.Manager is one.
+// The Tree they return publishes the turn's work (Tree.Finish).
+type Workspaces interface {
+	// Start creates a thread's branch at its base (for a cloud thread, on
+	// the shared remote), or fails with workspace.ErrBranchExists.
+	Start(ctx context.Context, ws workspace.Workspace) (workspace.Workspace, error)
+	Open(ctx context.Context, t workspace.Turn) (*workspace.Tree, error)
 }
 
 // Snapshots write a thread's read-only snapshot for `nerve thread
@@ -109,6 +133,9 @@ type Deps struct {
 	Procs     Procs
 	Tracker   Tracker
 	Log       *slog.Logger
+	// Workspaces prepare the worktrees of turns with a workspace; nil
+	// fails such turns with kind workspace.
+	Workspaces Workspaces
 	// NewAdapter makes an adapter instance; nil means adapter.New.
 	NewAdapter func(name string, c config.Adapter) (adapter.Adapter, error)
 }
@@ -152,6 +179,16 @@ func (x *Executor) Run(ctx context.Context, t *Turn) (a Answer, ok bool) {
 	workdir := t.Workdir
 	if workdir == "" {
 		workdir = x.deps.Home
+	}
+	var tree *workspace.Tree
+	if t.Workspace != nil {
+		if tree, err = x.open(ctx, t.Workspace); err != nil {
+			if ctx.Err() != nil {
+				return Answer{}, false
+			}
+			return fail(KindWorkspace, err)
+		}
+		workdir = tree.Dir
 	}
 	req := adapter.Request{
 		Prompt:  t.Prompt,
@@ -198,17 +235,58 @@ func (x *Executor) Run(ctx context.Context, t *Turn) (a Answer, ok bool) {
 	if t.RoleDef != nil {
 		role = t.RoleDef()
 	}
-	if role == nil {
-		return a, true
+	if role != nil {
+		ex := &workflow.Extractor{Endpoint: RepairEndpoint(cfg.Extract)}
+		meta, err := ex.Extract(ctx, role, res.Content)
+		if err != nil {
+			x.detect(t, DetectMalformed, err.Error())
+			a.Error = &workflow.MessageError{Kind: KindExtract, Message: err.Error()}
+		}
+		a.Meta = meta
 	}
-	ex := &workflow.Extractor{Endpoint: RepairEndpoint(cfg.Extract)}
-	meta, err := ex.Extract(ctx, role, res.Content)
-	if err != nil {
-		x.detect(t, DetectMalformed, err.Error())
-		a.Error = &workflow.MessageError{Kind: KindExtract, Message: err.Error()}
+	if tree != nil {
+		// Only an answered turn publishes, and last, so little happens
+		// between the publication and the answer's record (a crash there
+		// is undone by the rerun's Open): one killed, timed out or
+		// cancelled leaves the branch where it was, and the next Open
+		// resets its worktree.
+		r, err := tree.Finish(ctx, cfg.Agent.Name, workspace.Subject(t.Role, t.Step, res.Content))
+		if ctx.Err() != nil {
+			return Answer{}, false
+		}
+		if err != nil {
+			// A workspace failure says more than an extraction's.
+			a.Error = &workflow.MessageError{Kind: workspace.KindOf(err), Message: err.Error()}
+		} else {
+			a.Commit = r.Commit
+			a.Changes = &workflow.Changes{Files: r.Changes.Files, Insertions: r.Changes.Insertions, Deletions: r.Changes.Deletions}
+		}
 	}
-	a.Meta = meta
 	return a, true
+}
+
+// open prepares the turn's worktree. A cloud thread whose head is still
+// its base may not have its branch on the remote yet (Khala gives the
+// thread its number, so no one could create it before): it is created
+// first, and a branch already there is the usual case after the first
+// turn.
+func (x *Executor) open(ctx context.Context, wt *workspace.Turn) (*workspace.Tree, error) {
+	if x.deps.Workspaces == nil {
+		return nil, errors.New("this daemon has no workspaces")
+	}
+	t := *wt
+	if t.Cloud && (t.Head == "" || t.Head == t.Base) {
+		ws, err := x.deps.Workspaces.Start(ctx, t.Workspace)
+		switch {
+		case err == nil:
+			t.Base, t.Head = ws.Base, ws.Head
+		case errors.Is(err, workspace.ErrBranchExists):
+			t.Head = t.Base
+		default:
+			return nil, err
+		}
+	}
+	return x.deps.Workspaces.Open(ctx, t)
 }
 
 // adapter makes the turn's adapter from nerve.yaml as it is now. An exec

@@ -50,7 +50,8 @@ func (a Answered) Message(t api.Turn, r api.Response) (workflow.Message, bool) {
 		return workflow.Message{}, false
 	}
 	return workflow.Message{Step: t.Step, Role: t.Role, Agent: a.Agent, Content: r.Content, Meta: r.Meta,
-		Error: r.Error, At: a.At, Instruction: t.Instruction, Adapter: r.Adapter, Usage: r.Usage}, true
+		Error: r.Error, At: a.At, Instruction: t.Instruction, Adapter: r.Adapter, Usage: r.Usage,
+		Commit: r.Commit, Changes: r.Changes}, true
 }
 
 // Respond delivers a turn's answer; a 409 means the claim is no longer

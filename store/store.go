@@ -75,6 +75,14 @@ func (s *Store) Close() error { return s.db.Close() }
 // CreateThread assigns t the next thread id and stores it with its
 // thread.started event, in one transaction.
 func (s *Store) CreateThread(t *workflow.Thread) error {
+	return s.CreateThreadWith(t, nil)
+}
+
+// CreateThreadWith is CreateThread with prepare run once t has its id and
+// before it is stored (a thread's workspace branch is named after the
+// id): an error from prepare stores nothing and gives the id back.
+// prepare runs inside the write transaction, so it must be quick.
+func (s *Store) CreateThreadWith(t *workflow.Thread, prepare func(*workflow.Thread) error) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		n := uint64(1)
@@ -85,6 +93,12 @@ func (s *Store) CreateThread(t *workflow.Thread) error {
 			return err
 		}
 		t.ID = "thread-" + strconv.FormatUint(n, 10)
+		if prepare != nil {
+			if err := prepare(t); err != nil {
+				t.ID = ""
+				return err
+			}
+		}
 		return commitTx(tx, workflow.Update{Thread: t, Events: []workflow.Event{{
 			Type: workflow.EventThreadStarted, Thread: t.ID, Status: t.Status, At: t.CreatedAt,
 		}}})

@@ -124,3 +124,59 @@ func TestCrashWhilePublishing(t *testing.T) {
 		t.Errorf("worktree at %s; want %s", got, ws.Head)
 	}
 }
+
+// TestCrashAfterPublish: the daemon died after a turn's Finish moved the
+// branch and before the thread recorded the commit, so the turn runs
+// again from the old head: the unrecorded commit is taken back off the
+// branch (with a lease) and the rerun publishes in its place.
+func TestCrashAfterPublish(t *testing.T) {
+	for _, cloud := range []bool{false, true} {
+		t.Run(map[bool]string{false: "local", true: "cloud"}[cloud], func(t *testing.T) {
+			repo := newRepo(t)
+			if cloud {
+				repo = newRemote(t)
+			}
+			m := newManager(t)
+			ws, err := m.Start(bg, Workspace{Repo: repo, Cloud: cloud, Branch: "nerve/w/thread-1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			turn := Turn{Workspace: ws, Key: "w#thread-1", Step: 1}
+			tr, err := m.Open(bg, turn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			write(t, filepath.Join(tr.Dir, "first.txt"), "first run\n")
+			lost, err := tr.Finish(bg, "agent", "author, step 1: first run")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The crash: the thread never recorded lost.Commit.
+			restarted := &Manager{Home: m.Home}
+			tr, err = restarted.Open(bg, turn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := gitT(t, repo, "rev-parse", "refs/heads/"+ws.Branch); got != ws.Head {
+				t.Fatalf("branch at %s after the rerun's Open; want the recorded head %s (not %s)", got, ws.Head, lost.Commit)
+			}
+			write(t, filepath.Join(tr.Dir, "second.txt"), "second run\n")
+			res, err := tr.Finish(bg, "agent", "author, step 1: second run")
+			if err != nil {
+				t.Fatalf("the rerun's Finish: %v", err)
+			}
+			if got := gitT(t, repo, "rev-parse", "refs/heads/"+ws.Branch); got != res.Commit || gitT(t, repo, "rev-parse", res.Commit+"^") != ws.Head {
+				t.Errorf("branch at %s; want the rerun's %s on the recorded head", got, res.Commit)
+			}
+			// A later turn from the recorded commit keeps it.
+			next := Turn{Workspace: ws, Key: "w#thread-1", Step: 2}
+			next.Head = res.Commit
+			if _, err := restarted.Open(bg, next); err != nil {
+				t.Fatal(err)
+			}
+			if got := gitT(t, repo, "rev-parse", "refs/heads/"+ws.Branch); got != res.Commit {
+				t.Errorf("a recorded publication was undone: branch at %s", got)
+			}
+		})
+	}
+}

@@ -98,6 +98,15 @@ func (m *Manager) Open(ctx context.Context, t Turn) (*Tree, error) {
 		if err := m.undoPublish(ctx, src, old, t.Head); err != nil {
 			return nil, err
 		}
+	} else if old != nil && old.State == stateIdle && old.Head != "" && old.Head != old.Start {
+		// The last turn here published old.Head, but the thread still
+		// starts from old.Start: the daemon died after the publication
+		// and before the thread recorded it, and the turn runs again.
+		md := *old
+		md.Pending = old.Head
+		if err := m.undoPublish(ctx, src, &md, t.Head); err != nil {
+			return nil, err
+		}
 	}
 	// Whether the repository has start is known without asking when this
 	// worktree was there already, or the mirror was cloned just now (a

@@ -63,6 +63,9 @@ type Turn struct {
 	Step         int       `json:"step"`
 	Attempt      int       `json:"attempt"`
 	LeaseExpires time.Time `json:"lease_expires_at"`
+	// Workspace is the thread's git workspace when it has one: the turn
+	// works in a worktree at Head (its branch pushed with a lease on it).
+	Workspace *workflow.Workspace `json:"workspace,omitempty"`
 }
 
 // Response is a turn's answer (POST /v1/turns/{turn}/response).
