@@ -153,9 +153,6 @@ func TestE2EWorkspaceDaemonRefusesNoRepo(t *testing.T) {
 	e.write("workflows/ws.yaml", wsWorkflow)
 	e.must(0, "daemon", "start")
 	r := e.runIn(t.TempDir(), -1, "workflow", "run", "ws")
-	if r.code == 0 {
-		t.Skip("needs the daemon's workspace start")
-	}
 	if r.code != 2 {
 		t.Fatalf("want exit 2, got %s", r)
 	}
@@ -223,7 +220,7 @@ func TestE2EWorkspaceExampleLocal(t *testing.T) {
 		t.Fatalf("run --json: %v\n%s", err, r)
 	}
 	if run.Workspace == nil {
-		t.Skip("needs the daemon's workspace start")
+		t.Fatalf("run --json has no workspace: %s", r)
 	}
 	if run.Status != "completed" || run.Workspace.Branch != "try/retries" || run.Workspace.Head == run.Workspace.Base {
 		t.Fatalf("run: %+v %+v", run, run.Workspace)
