@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -100,52 +100,17 @@ func (s *server) workflowList(ctx context.Context, _ struct{}) (WorkflowListOutp
 		}
 		out.Workflows = append(out.Workflows, WorkflowEntry{Ref: e.Name, Name: e.Name, Binding: e.Def.Binding, Description: e.Def.Description})
 	}
-	names := make([]string, 0, len(cfg.Remotes))
-	for name := range cfg.Remotes {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	// Remotes are asked at once, each within its own bound, so one slow
-	// remote delays the answer by that bound at most.
-	lists := make([][]WorkflowEntry, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lists[i] = s.remoteWorkflows(ctx, name)
-		}()
-	}
-	wg.Wait()
-	for _, l := range lists {
-		out.Workflows = append(out.Workflows, l...)
+	names := slices.Sorted(maps.Keys(cfg.Remotes))
+	for _, l := range remote.ListAll(ctx, names, remoteListTimeout, s.remote) {
+		if l.Unreachable != "" {
+			out.Workflows = append(out.Workflows, WorkflowEntry{Ref: l.Remote + "/", Remote: l.Remote, Error: l.Unreachable})
+			continue
+		}
+		for _, w := range l.Workflows {
+			out.Workflows = append(out.Workflows, WorkflowEntry{Ref: l.Remote + "/" + w.Name, Name: w.Name, Remote: l.Remote, Binding: w.Binding, Description: w.Description})
+		}
 	}
 	return out, nil
-}
-
-// remoteWorkflows lists a remote's workflows as REMOTE/NAME; a remote that
-// cannot be read is one entry saying so, not an empty list.
-func (s *server) remoteWorkflows(ctx context.Context, name string) []WorkflowEntry {
-	ctx, cancel := context.WithTimeout(ctx, remoteListTimeout)
-	defer cancel()
-	c, err := s.remote(name)
-	var wfs []remote.Workflow
-	if err == nil {
-		c.Retries = 0
-		wfs, err = c.Workflows(ctx)
-	}
-	if err != nil {
-		msg := err.Error()
-		if i := strings.LastIndex(msg, ": "); i >= 0 && strings.HasPrefix(msg, "remote ") {
-			msg = msg[i+2:]
-		}
-		return []WorkflowEntry{{Ref: name + "/", Remote: name, Error: "unreachable: " + msg}}
-	}
-	out := make([]WorkflowEntry, 0, len(wfs))
-	for _, w := range wfs {
-		out = append(out, WorkflowEntry{Ref: name + "/" + w.Name, Name: w.Name, Remote: name, Binding: w.Binding, Description: w.Description})
-	}
-	return out
 }
 
 // workflowRun starts a top-level thread. Inside a turn the new thread is

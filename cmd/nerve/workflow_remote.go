@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"strings"
+	"time"
 
 	"github.com/nerve-agents/nerve/remote"
 )
@@ -36,25 +36,19 @@ func remoteEntries(ctx context.Context, f *Factory) []listEntry {
 	if err != nil {
 		return nil
 	}
+	open := func(name string) (*remote.Client, error) { return remote.ForConfig(cfg, name) }
 	var out []listEntry
-	for _, name := range sortedNames(cfg.Remotes) {
-		c, err := remote.ForConfig(cfg, name)
-		var wfs []remote.Workflow
-		if err == nil {
-			c.Retries = 0
-			wfs, err = c.Workflows(ctx)
-		}
-		if err != nil {
-			msg := err.Error()
-			if i := strings.LastIndex(msg, ": "); i >= 0 && strings.HasPrefix(msg, "remote ") {
-				msg = msg[i+2:]
-			}
-			out = append(out, listEntry{Ref: name + "/", Remote: nullable(name), Error: nullable("unreachable: " + msg)})
+	for _, l := range remote.ListAll(ctx, sortedNames(cfg.Remotes), remoteListTimeout, open) {
+		if l.Unreachable != "" {
+			out = append(out, listEntry{Ref: l.Remote + "/", Remote: nullable(l.Remote), Error: nullable(l.Unreachable)})
 			continue
 		}
-		for _, w := range wfs {
-			out = append(out, listEntry{Ref: name + "/" + w.Name, Name: nullable(w.Name), Remote: nullable(name), Binding: nullable(w.Binding), Description: nullable(w.Description)})
+		for _, w := range l.Workflows {
+			out = append(out, listEntry{Ref: l.Remote + "/" + w.Name, Name: nullable(w.Name), Remote: nullable(l.Remote), Binding: nullable(w.Binding), Description: nullable(w.Description)})
 		}
 	}
 	return out
 }
+
+// remoteListTimeout bounds each remote's answer to a workflow list.
+const remoteListTimeout = 5 * time.Second
