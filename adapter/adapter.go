@@ -33,6 +33,10 @@ type Request struct {
 	// id) once it runs, so the daemon can kill a group left behind by a
 	// crash of its own.
 	OnStart func(pid int)
+	// MCP, when set, is nerve's MCP server, registered with the CLI for
+	// this turn by the adapters whose CLI speaks MCP (exec, cursor and
+	// hermes ignore it).
+	MCP *MCPServer
 }
 
 // Result is what a successful turn produced.
