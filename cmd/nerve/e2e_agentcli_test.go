@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,40 +114,57 @@ roles:
   agent: {adapter: AGENT, prompt: Read the thread with your nerve tools.}
 `
 
-// agentEnvFor is a nerve home whose "agent" role runs cli against m.
-func agentEnvFor(t *testing.T, cli agentCLI, m *fakeModel, timeout string) *env {
+// agentEnvFor is a nerve home whose "agent" role runs cli against m under
+// the posture perm ("": the default).
+func agentEnvFor(t *testing.T, cli agentCLI, m *fakeModel, timeout, perm string) *env {
 	e := newEnv(t)
 	ad := cli.adapter(t, mkdir(t, e.home, "cli"), m.srv.URL)
 	ad["timeout"] = timeout
+	if perm != "" {
+		ad["permissions"] = perm
+	}
 	adJSON, _ := json.Marshal(ad)
 	e.write("nerve.yaml", fmt.Sprintf("adapters:\n  scribe: {type: exec, command: [/bin/echo, %q]}\n  %s: %s\n", theWord, cli.name, adJSON))
 	e.write("workflows/quote.yaml", strings.Replace(quoteWorkflow, "AGENT", cli.name, 1))
 	return e
 }
 
-// TestE2EAgentCLIsQuoteThreadThroughMCP: under the default posture, with
-// no shell tool used, each CLI's agent reads the thread's previous message
-// through nerve's MCP server and quotes it.
+// writeTool matches a write tool of nerve's as a CLI names it to the model
+// (mcp__nerve__notify, mcp_nerve_workflow_run, a namespace's notify).
+var writeTool = regexp.MustCompile(`"name":"[a-z_]*(notify|workflow_run)"`)
+
+// TestE2EAgentCLIsQuoteThreadThroughMCP: under the default posture and
+// under read-only, with no shell tool used, each CLI's agent reads the
+// thread's previous message through nerve's MCP server and quotes it.
 func TestE2EAgentCLIsQuoteThreadThroughMCP(t *testing.T) {
 	for _, cli := range agentCLIs {
-		t.Run(cli.name, func(t *testing.T) {
-			requireCLI(t, cli.name)
-			m := startFakeModel(t, "agent")
-			e := agentEnvFor(t, cli, m, "120s")
-			r := e.run("workflow", "run", filepath.Join(e.home, "workflows/quote.yaml"), "--json")
-			out := decodeRun(t, r)
-			if out.Status != "completed" || out.Result != "Quoted: "+theWord {
-				t.Fatalf("want the thread completed with %q:\n%s\nmodel requests:\n%s", "Quoted: "+theWord, r, tail(m.bodies(), 3))
-			}
-			// The word reached the model only inside thread_messages' answer.
-			for _, b := range m.bodies() {
-				if strings.Contains(b, "plum-4417") && !strings.Contains(b, `\"thread\":`) {
-					t.Errorf("the word reached the model outside a tool result:\n%.2000s", b)
-				}
-			}
-			noProcessLeft(t, e)
-		})
+		for _, perm := range []string{"", "read-only"} {
+			t.Run(strings.TrimSuffix(cli.name+"/"+perm, "/"), func(t *testing.T) {
+				requireCLI(t, cli.name)
+				quoteThread(t, cli, perm)
+			})
+		}
 	}
+}
+
+func quoteThread(t *testing.T, cli agentCLI, perm string) {
+	m := startFakeModel(t, "agent")
+	e := agentEnvFor(t, cli, m, "120s", perm)
+	r := e.run("workflow", "run", filepath.Join(e.home, "workflows/quote.yaml"), "--json")
+	out := decodeRun(t, r)
+	if out.Status != "completed" || out.Result != "Quoted: "+theWord {
+		t.Fatalf("want the thread completed with %q:\n%s\nmodel requests:\n%s", "Quoted: "+theWord, r, tail(m.bodies(), 2))
+	}
+	for _, b := range m.bodies() {
+		// The word reached the model only inside thread_messages' answer.
+		if strings.Contains(b, "plum-4417") && !strings.Contains(b, `\"thread\":`) {
+			t.Errorf("the word reached the model outside a tool result:\n%.2000s", b)
+		}
+		if perm == "read-only" && writeTool.MatchString(b) {
+			t.Errorf("read-only offered the model a write tool (%s)", writeTool.FindString(b))
+		}
+	}
+	noProcessLeft(t, e)
 }
 
 // TestE2EAgentCLIsEndpointFailures: an endpoint that answers 500 or never
@@ -157,7 +175,7 @@ func TestE2EAgentCLIsEndpointFailures(t *testing.T) {
 			t.Run(cli.name+"/"+mode, func(t *testing.T) {
 				requireCLI(t, cli.name)
 				m := startFakeModel(t, mode)
-				e := agentEnvFor(t, cli, m, "8s")
+				e := agentEnvFor(t, cli, m, "8s", "")
 				start := time.Now()
 				r := e.run("workflow", "run", filepath.Join(e.home, "workflows/quote.yaml"), "--json")
 				out := decodeRun(t, r)
