@@ -114,7 +114,11 @@ type claudeEvent struct {
 	Result         string  `json:"result"`
 	TotalCostUSD   float64 `json:"total_cost_usd"`
 	APIErrorStatus *int    `json:"api_error_status"`
-	Usage          *struct {
+	// Error is a string on Claude's assistant lines ("server_error") and
+	// an object {message} on Qwen's failed result, which has no result
+	// text.
+	Error json.RawMessage `json:"error"`
+	Usage *struct {
 		InputTokens              int64 `json:"input_tokens"`
 		OutputTokens             int64 `json:"output_tokens"`
 		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
@@ -217,6 +221,13 @@ func resultFailure(r *claudeEvent, o outcome) string {
 
 func claudeFailure(r *claudeEvent) string {
 	msg := strings.TrimSpace(r.Result)
+	if msg == "" && len(r.Error) > 0 && r.Error[0] == '{' {
+		var e struct {
+			Message string `json:"message"`
+		}
+		_ = json.Unmarshal(r.Error, &e) // no message: the subtype says it
+		msg = strings.TrimSpace(e.Message)
+	}
 	if msg == "" {
 		msg = "result " + r.Subtype
 	}

@@ -152,8 +152,25 @@ func TestGeminiMCP(t *testing.T) {
 	}
 }
 
+func TestQwenMCP(t *testing.T) {
+	for perm, args := range map[string]string{"workspace": `["mcp"]`, "read-only": `["mcp","--read-only"]`, "full": `["mcp"]`} {
+		inv := buildWith(t, "qwen", perm, Spec{})
+		want := `{"mcpServers":{"nerve":{"args":` + args + `,"command":"/opt/nerve","env":{"NERVE_THREAD":"w#thread-1","NERVE_THREAD_SNAPSHOT":"/s/t.jsonl"}}}}`
+		if got := argAfter(inv.args, "--mcp-config"); got != want {
+			t.Errorf("%s --mcp-config\n got %s\nwant %s", perm, got, want)
+		}
+		notify := slices.Contains(inv.args, "--allowed-tools=mcp__nerve__notify")
+		if notify != (perm == "workspace") || (perm != "full") != slices.Contains(inv.args, "--allowed-tools=mcp__nerve__thread_messages") {
+			t.Errorf("%s allowed tools: %q", perm, inv.args)
+		}
+		if envValue(inv.env, "QWEN_CODE_LEGACY_MCP_BLOCKING") != "1" {
+			t.Errorf("%s: qwen does not wait for nerve's server", perm)
+		}
+	}
+}
+
 func TestNoMCPNoRegistration(t *testing.T) {
-	for _, typ := range []string{"claude", "codex", "gemini"} {
+	for _, typ := range []string{"claude", "codex", "gemini", "qwen"} {
 		a, _ := New(typ, Spec{})
 		ca := a.(*cliAdapter)
 		inv, err := ca.build(ca, Request{Prompt: "PROMPT"})

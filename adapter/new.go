@@ -48,6 +48,7 @@ var kinds = []kind{
 	{name: "gemini", binary: "gemini", timeout: DefaultAgentTimeout, build: buildGemini},
 	{name: "cursor", binary: "cursor-agent", timeout: DefaultAgentTimeout, build: buildCursor},
 	{name: "hermes", binary: "hermes", timeout: DefaultAgentTimeout, build: buildHermes},
+	{name: "qwen", binary: "qwen", timeout: DefaultAgentTimeout, build: buildQwen},
 	{name: "exec", timeout: DefaultExecTimeout, build: buildExec},
 }
 

@@ -71,6 +71,12 @@ in_app_updates = false
 		return map[string]any{"model": "gemini-test", "env": map[string]string{
 			"HOME": home, "GOOGLE_GEMINI_BASE_URL": url, "GEMINI_API_KEY": "fake-key"}}
 	}},
+	{"qwen", func(t *testing.T, dir, url string) map[string]any {
+		home := mkdir(t, dir, "home")
+		writeFile(t, filepath.Join(home, ".qwen", "settings.json"), `{"model":{"generationConfig":{"maxRetries":0}},"general":{"enableAutoUpdate":false}}`)
+		return map[string]any{"env": map[string]string{
+			"HOME": home, "OPENAI_BASE_URL": url + "/v1", "OPENAI_API_KEY": "fake-key", "OPENAI_MODEL": "qwen-test"}}
+	}},
 }
 
 func mkdir(t *testing.T, dir, name string) string {

@@ -109,8 +109,15 @@ func decide(results map[string]string, offered []string) step {
 			return step{tool: name, args: map[string]any{"last": 1}}
 		}
 	}
-	if _, searched := results["ToolSearch"]; !searched && contains(offered, "ToolSearch") {
-		return step{tool: "ToolSearch", args: map[string]any{"query": "select:mcp__nerve__thread_messages"}}
+	// Claude and qwen defer MCP tools behind a search; qwen then calls
+	// them through tool_call.
+	for _, search := range []string{"ToolSearch", "tool_search"} {
+		if _, searched := results[search]; !searched && contains(offered, search) {
+			return step{tool: search, args: map[string]any{"query": "select:mcp__nerve__thread_messages"}}
+		}
+	}
+	if _, searched := results["tool_search"]; searched && contains(offered, "tool_call") {
+		return step{tool: "tool_call", args: map[string]any{"name": "mcp__nerve__thread_messages", "arguments": map[string]any{"last": 1}}}
 	}
 	return step{text: "No nerve thread_messages tool was offered; tools: " + strings.Join(offered, " ")}
 }
@@ -341,7 +348,8 @@ func chatTurn(w http.ResponseWriter, body []byte) error {
 			ToolCalls  []struct {
 				ID       string `json:"id"`
 				Function struct {
-					Name string `json:"name"`
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
 				} `json:"function"`
 			} `json:"tool_calls"`
 		} `json:"messages"`
@@ -358,6 +366,14 @@ func chatTurn(w http.ResponseWriter, body []byte) error {
 	for _, msg := range req.Messages {
 		for _, tc := range msg.ToolCalls {
 			names[tc.ID] = tc.Function.Name
+			if tc.Function.Name == "tool_call" {
+				// qwen's call of a deferred tool: its result is the tool's.
+				var a struct {
+					Name string `json:"name"`
+				}
+				json.Unmarshal([]byte(tc.Function.Arguments), &a)
+				names[tc.ID] = a.Name
+			}
 		}
 		if msg.Role == "tool" {
 			results[names[msg.ToolCallID]] = resultText(msg.Content)
