@@ -10,7 +10,8 @@ import (
 type Adapter interface {
 	// Name is the instance name from nerve.yaml ("claude", "claude-fast").
 	Name() string
-	// Type is the built-in kind: claude, codex, gemini, cursor, hermes, qwen, exec.
+	// Type is the built-in kind: claude, codex, gemini, cursor, hermes, qwen,
+	// opencode, exec.
 	Type() string
 	// Run runs one turn to completion. It returns an error (see *Error) when
 	// the CLI's own final event does not report success, when the turn

@@ -169,6 +169,49 @@ func TestQwenMCP(t *testing.T) {
 	}
 }
 
+func TestOpencodeConfig(t *testing.T) {
+	for _, perm := range []string{"workspace", "read-only", "full"} {
+		inv := buildWith(t, "opencode", perm, Spec{})
+		var cfg struct {
+			Permission map[string]any `json:"permission"`
+			MCP        map[string]struct {
+				Type        string            `json:"type"`
+				Command     []string          `json:"command"`
+				Environment map[string]string `json:"environment"`
+			} `json:"mcp"`
+		}
+		if err := json.Unmarshal([]byte(envValue(inv.env, "OPENCODE_CONFIG_CONTENT")), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"/opt/nerve", "mcp"}
+		if perm == "read-only" {
+			want = append(want, "--read-only")
+		}
+		n := cfg.MCP["nerve"]
+		if n.Type != "local" || !slices.Equal(n.Command, want) || n.Environment["NERVE_THREAD"] != "w#thread-1" {
+			t.Errorf("%s: mcp %+v", perm, cfg.MCP)
+		}
+		p := cfg.Permission
+		switch perm {
+		case "full":
+			if p != nil || !slices.Contains(inv.args, "--auto") {
+				t.Errorf("full: permission %v, argv %q", p, inv.args)
+			}
+		default:
+			bash, _ := p["bash"].(map[string]any)
+			if bash["*"] != "deny" || bash["nerve thread messages*"] != "allow" || p["nerve_thread_messages"] != "allow" ||
+				(p["nerve_notify"] == "allow") != (perm == "workspace") || (p["edit"] == "allow") != (perm == "workspace") {
+				t.Errorf("%s: permission %v", perm, p)
+			}
+		}
+	}
+	a, _ := New("opencode", Spec{Env: map[string]string{"OPENCODE_CONFIG_CONTENT": "{}"}})
+	ca := a.(*cliAdapter)
+	if _, err := ca.build(ca, Request{Prompt: "P"}); err == nil || !strings.Contains(err.Error(), "OPENCODE_CONFIG") {
+		t.Errorf("an adapter env with OPENCODE_CONFIG_CONTENT: %v", err)
+	}
+}
+
 func TestNoMCPNoRegistration(t *testing.T) {
 	for _, typ := range []string{"claude", "codex", "gemini", "qwen"} {
 		a, _ := New(typ, Spec{})

@@ -77,6 +77,13 @@ in_app_updates = false
 		return map[string]any{"env": map[string]string{
 			"HOME": home, "OPENAI_BASE_URL": url + "/v1", "OPENAI_API_KEY": "fake-key", "OPENAI_MODEL": "qwen-test"}}
 	}},
+	{"opencode", func(t *testing.T, dir, url string) map[string]any {
+		home := mkdir(t, dir, "home")
+		cfg := filepath.Join(dir, "opencode.json")
+		writeFile(t, cfg, fmt.Sprintf(`{"provider":{"local":{"npm":"@ai-sdk/openai-compatible","name":"local",`+
+			`"options":{"baseURL":"%s/v1","apiKey":"fake-key"},"models":{"test":{"name":"test"}}}}}`, url))
+		return map[string]any{"model": "local/test", "env": map[string]string{"HOME": home, "OPENCODE_CONFIG": cfg}}
+	}},
 }
 
 func mkdir(t *testing.T, dir, name string) string {
