@@ -12,79 +12,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nerve-agents/nerve/internal/fakemodel"
 )
 
 // The real agent CLIs, run as nerve adapters by a real daemon against a
-// fake model endpoint on loopback (fakemodel_test.go). Each test skips when
+// fake model endpoint on loopback (internal/fakemodel). Each test skips when
 // its CLI is not on PATH, unless NERVE_REQUIRE_AGENT_CLIS=1 (.ci/run
 // installs them from npm at the versions of adapter/testdata/FLAGS.md).
-
-// agentCLI is one CLI: how to point it at the fake endpoint, offline and
-// isolated from the machine's own configuration.
-type agentCLI struct {
-	name string // adapter type and binary
-	// adapter returns the nerve.yaml adapter entry (its env, model, …) for
-	// an endpoint at url, writing what the CLI needs under dir.
-	adapter func(t *testing.T, dir, url string) map[string]any
-}
-
-var agentCLIs = []agentCLI{
-	{"claude", func(t *testing.T, dir, url string) map[string]any {
-		return map[string]any{"env": map[string]string{
-			"HOME":                    mkdir(t, dir, "home"),
-			"ANTHROPIC_BASE_URL":      url,
-			"ANTHROPIC_API_KEY":       "fake-key",
-			"CLAUDE_CODE_MAX_RETRIES": "0",
-		}}
-	}},
-	{"codex", func(t *testing.T, dir, url string) map[string]any {
-		home := mkdir(t, dir, "codex")
-		writeFile(t, filepath.Join(home, "config.toml"), fmt.Sprintf(`model = "gpt-test"
-model_provider = "local"
-check_for_update_on_startup = false
-[model_providers.local]
-name = "local"
-base_url = "%s/v1"
-env_key = "LOCAL_API_KEY"
-wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
-[analytics]
-enabled = false
-[feedback]
-enabled = false
-[features]
-plugins = false
-remote_plugin = false
-apps = false
-api_key_model_discovery = false
-in_app_updates = false
-`, url))
-		return map[string]any{"env": map[string]string{"CODEX_HOME": home, "HOME": mkdir(t, dir, "home"), "LOCAL_API_KEY": "fake-key"}}
-	}},
-	{"gemini", func(t *testing.T, dir, url string) map[string]any {
-		home := mkdir(t, dir, "home")
-		writeFile(t, filepath.Join(home, ".gemini", "settings.json"), `{"security":{"auth":{"selectedType":"gemini-api-key"},"folderTrust":{"enabled":false}},`+
-			`"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},`+
-			`"general":{"enableAutoUpdate":false,"enableAutoUpdateNotification":false,"maxAttempts":1}}`)
-		// A model of its own skips the "auto" router's side call.
-		return map[string]any{"model": "gemini-test", "env": map[string]string{
-			"HOME": home, "GOOGLE_GEMINI_BASE_URL": url, "GEMINI_API_KEY": "fake-key"}}
-	}},
-	{"qwen", func(t *testing.T, dir, url string) map[string]any {
-		home := mkdir(t, dir, "home")
-		writeFile(t, filepath.Join(home, ".qwen", "settings.json"), `{"model":{"generationConfig":{"maxRetries":0}},"general":{"enableAutoUpdate":false}}`)
-		return map[string]any{"env": map[string]string{
-			"HOME": home, "OPENAI_BASE_URL": url + "/v1", "OPENAI_API_KEY": "fake-key", "OPENAI_MODEL": "qwen-test"}}
-	}},
-	{"opencode", func(t *testing.T, dir, url string) map[string]any {
-		home := mkdir(t, dir, "home")
-		cfg := filepath.Join(dir, "opencode.json")
-		writeFile(t, cfg, fmt.Sprintf(`{"provider":{"local":{"npm":"@ai-sdk/openai-compatible","name":"local",`+
-			`"options":{"baseURL":"%s/v1","apiKey":"fake-key"},"models":{"test":{"name":"test"}}}}}`, url))
-		return map[string]any{"model": "local/test", "env": map[string]string{"HOME": home, "OPENCODE_CONFIG": cfg}}
-	}},
-}
 
 func mkdir(t *testing.T, dir, name string) string {
 	t.Helper()
@@ -93,14 +28,6 @@ func mkdir(t *testing.T, dir, name string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	os.MkdirAll(filepath.Dir(path), 0o700)
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // requireCLI skips the test when the CLI is not installed, or fails it
@@ -129,16 +56,22 @@ roles:
 
 // agentEnvFor is a nerve home whose "agent" role runs cli against m under
 // the posture perm ("": the default).
-func agentEnvFor(t *testing.T, cli agentCLI, m *fakeModel, timeout, perm string) *env {
+func agentEnvFor(t *testing.T, cli string, m *fakemodel.Server, timeout, perm string) *env {
 	e := newEnv(t)
-	ad := cli.adapter(t, mkdir(t, e.home, "cli"), m.srv.URL)
-	ad["timeout"] = timeout
+	model, cliEnv, err := fakemodel.Setup(cli, mkdir(t, e.home, "cli"), m.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad := map[string]any{"env": cliEnv, "timeout": timeout}
+	if model != "" {
+		ad["model"] = model
+	}
 	if perm != "" {
 		ad["permissions"] = perm
 	}
 	adJSON, _ := json.Marshal(ad)
-	e.write("nerve.yaml", fmt.Sprintf("adapters:\n  scribe: {type: exec, command: [/bin/echo, %q]}\n  %s: %s\n", theWord, cli.name, adJSON))
-	e.write("workflows/quote.yaml", strings.Replace(quoteWorkflow, "AGENT", cli.name, 1))
+	e.write("nerve.yaml", fmt.Sprintf("adapters:\n  scribe: {type: exec, command: [/bin/echo, %q]}\n  %s: %s\n", theWord, cli, adJSON))
+	e.write("workflows/quote.yaml", strings.Replace(quoteWorkflow, "AGENT", cli, 1))
 	return e
 }
 
@@ -150,25 +83,25 @@ var writeTool = regexp.MustCompile(`"name":"[a-z_]*(notify|workflow_run)"`)
 // under read-only, with no shell tool used, each CLI's agent reads the
 // thread's previous message through nerve's MCP server and quotes it.
 func TestE2EAgentCLIsQuoteThreadThroughMCP(t *testing.T) {
-	for _, cli := range agentCLIs {
+	for _, cli := range fakemodel.CLIs {
 		for _, perm := range []string{"", "read-only"} {
-			t.Run(strings.TrimSuffix(cli.name+"/"+perm, "/"), func(t *testing.T) {
-				requireCLI(t, cli.name)
+			t.Run(strings.TrimSuffix(cli+"/"+perm, "/"), func(t *testing.T) {
+				requireCLI(t, cli)
 				quoteThread(t, cli, perm)
 			})
 		}
 	}
 }
 
-func quoteThread(t *testing.T, cli agentCLI, perm string) {
-	m := startFakeModel(t, "agent")
+func quoteThread(t *testing.T, cli, perm string) {
+	m := fakemodel.Start(t, "agent")
 	e := agentEnvFor(t, cli, m, "120s", perm)
 	r := e.run("workflow", "run", filepath.Join(e.home, "workflows/quote.yaml"), "--json")
 	out := decodeRun(t, r)
 	if out.Status != "completed" || out.Result != "Quoted: "+theWord {
-		t.Fatalf("want the thread completed with %q:\n%s\nmodel requests:\n%s", "Quoted: "+theWord, r, tail(m.bodies(), 2))
+		t.Fatalf("want the thread completed with %q:\n%s\nmodel requests:\n%s", "Quoted: "+theWord, r, tail(m.Bodies(), 2))
 	}
-	for _, b := range m.bodies() {
+	for _, b := range m.Bodies() {
 		// The word reached the model only inside thread_messages' answer.
 		if strings.Contains(b, "plum-4417") && !strings.Contains(b, `\"thread\":`) {
 			t.Errorf("the word reached the model outside a tool result:\n%.2000s", b)
@@ -183,16 +116,16 @@ func quoteThread(t *testing.T, cli agentCLI, perm string) {
 // TestE2EAgentCLIsEndpointFailures: an endpoint that answers 500 or never
 // answers fails the turn with a clear error, and leaves no process.
 func TestE2EAgentCLIsEndpointFailures(t *testing.T) {
-	for _, cli := range agentCLIs {
+	for _, cli := range fakemodel.CLIs {
 		for _, mode := range []string{"500", "hang"} {
-			t.Run(cli.name+"/"+mode, func(t *testing.T) {
-				requireCLI(t, cli.name)
-				m := startFakeModel(t, mode)
+			t.Run(cli+"/"+mode, func(t *testing.T) {
+				requireCLI(t, cli)
+				m := fakemodel.Start(t, mode)
 				e := agentEnvFor(t, cli, m, "8s", "")
 				start := time.Now()
 				r := e.run("workflow", "run", filepath.Join(e.home, "workflows/quote.yaml"), "--json")
 				out := decodeRun(t, r)
-				want := "adapter " + cli.name + ": "
+				want := "adapter " + cli + ": "
 				if mode == "hang" {
 					want += "timed out after 8s"
 				}

@@ -1,4 +1,8 @@
-package main
+// Package fakemodel is a model endpoint on loopback for tests that run
+// the real agent CLIs (../shared/CLIS.md says what each one calls), and
+// how to point each CLI at it, offline and away from the machine's own
+// configuration.
+package fakemodel
 
 import (
 	"encoding/json"
@@ -11,29 +15,34 @@ import (
 	"testing"
 )
 
-// fakeModel is a model endpoint on loopback that speaks the four APIs the
-// agent CLIs call (../shared/CLIS.md): Anthropic Messages (claude), OpenAI
-// Responses (codex), OpenAI Chat Completions (qwen, opencode) and Gemini
-// (gemini). In mode "agent" it plays an agent that reads its thread through
-// nerve's MCP server: it asks for the tool thread_messages (after a tool
-// search where the CLI hides MCP tools behind one), then answers "Quoted: "
-// and the content of the last message the tool returned. Mode "500" fails
-// every call; mode "hang" never answers.
-type fakeModel struct {
-	t    *testing.T
+// Server is a model endpoint on loopback that speaks the four APIs the
+// agent CLIs call: Anthropic Messages (claude), OpenAI Responses (codex),
+// OpenAI Chat Completions (qwen, opencode) and Gemini (gemini). In mode
+// "agent" it plays an agent that reads its thread through nerve's MCP
+// server: it asks for the tool thread_messages (after a tool search where
+// the CLI hides MCP tools behind one), then answers "Quoted: " and the
+// content of the last message the tool returned. Mode "500" fails every
+// call; mode "hang" never answers.
+type Server struct {
+	// URL is the endpoint's base, http://127.0.0.1:PORT.
+	URL  string
 	srv  *httptest.Server
 	mode string
+	errf func(format string, args ...any)
 	stop chan struct{}
 
 	mu       sync.Mutex
-	requests []string // bodies, in order
+	requests []string // path and body, in order
 }
 
-func startFakeModel(t *testing.T, mode string) *fakeModel {
-	t.Helper()
-	m := &fakeModel{t: t, mode: mode, stop: make(chan struct{})}
+// Start starts a Server in mode; tb.Cleanup closes it and a request it
+// cannot read fails tb.
+func Start(tb testing.TB, mode string) *Server {
+	tb.Helper()
+	m := &Server{mode: mode, errf: tb.Errorf, stop: make(chan struct{})}
 	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
-	t.Cleanup(func() {
+	m.URL = m.srv.URL
+	tb.Cleanup(func() {
 		close(m.stop)
 		m.srv.CloseClientConnections()
 		m.srv.Close()
@@ -41,13 +50,14 @@ func startFakeModel(t *testing.T, mode string) *fakeModel {
 	return m
 }
 
-func (m *fakeModel) bodies() []string {
+// Bodies returns each request so far as its path, a space and its body.
+func (m *Server) Bodies() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]string(nil), m.requests...)
 }
 
-func (m *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
+func (m *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	m.mu.Lock()
 	m.requests = append(m.requests, r.URL.Path+" "+string(body))
@@ -84,7 +94,7 @@ func (m *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		m.t.Errorf("fake model: %s: %v", r.URL.Path, err)
+		m.errf("fake model: %s: %v", r.URL.Path, err)
 		http.Error(w, err.Error(), http.StatusBadRequest)
 	}
 }
