@@ -70,13 +70,18 @@ func buildGemini(a *cliAdapter, req Request) (inv *invocation, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("create gemini turn dir: %w", err)
 	}
-	inv.cleanup = func() { os.RemoveAll(dir) }
+	cleanup := func() { os.RemoveAll(dir) }
+	inv.cleanup = cleanup
 	defer func() {
 		if err != nil {
-			inv.cleanup()
+			cleanup()
 		}
 	}()
 	if req.MCP != nil {
+		if _, ok := a.cfg.Env["GEMINI_CLI_HOME"]; ok {
+			// The adapter's env would override the turn's home.
+			return nil, fmt.Errorf("nerve sets GEMINI_CLI_HOME for each turn, to add its MCP server: set HOME in the adapter's env instead")
+		}
 		home, err := geminiTurnHome(dir, geminiUserHome(a.cfg.Env), req.MCP, perm)
 		if err != nil {
 			return nil, err

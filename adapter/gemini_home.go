@@ -18,13 +18,13 @@ import (
 // the user's Gemini as it is, plus nerve.
 
 // geminiUserHome is the home whose .gemini the user's Gemini uses, as the
-// CLI will see it: GEMINI_CLI_HOME, else HOME, from the adapter's env in
-// nerve.yaml before the daemon's own.
+// CLI would see it: HOME from the adapter's env in nerve.yaml, else the
+// daemon's GEMINI_CLI_HOME or HOME.
 func geminiUserHome(cfgEnv map[string]string) string {
+	if v := cfgEnv["HOME"]; v != "" {
+		return v
+	}
 	for _, k := range []string{"GEMINI_CLI_HOME", "HOME"} {
-		if v := cfgEnv[k]; v != "" {
-			return v
-		}
 		if v := os.Getenv(k); v != "" {
 			return v
 		}

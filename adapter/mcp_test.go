@@ -145,6 +145,11 @@ func TestGeminiMCP(t *testing.T) {
 			t.Errorf("%s policy allows notify: %v\n%s", perm, got, p)
 		}
 	}
+	a, _ := New("gemini", Spec{Env: map[string]string{"GEMINI_CLI_HOME": user}})
+	ca := a.(*cliAdapter)
+	if _, err := ca.build(ca, Request{Prompt: "P", MCP: testMCP}); err == nil || !strings.Contains(err.Error(), "GEMINI_CLI_HOME") {
+		t.Errorf("an adapter env with GEMINI_CLI_HOME: %v", err)
+	}
 	// The user's own files are untouched.
 	b, _ := os.ReadFile(filepath.Join(user, ".gemini", "settings.json"))
 	if strings.Contains(string(b), "/opt/nerve") {
