@@ -79,12 +79,13 @@ func agentEnvFor(t *testing.T, cli string, m *fakemodel.Server, timeout, perm st
 // (mcp__nerve__notify, mcp_nerve_workflow_run, a namespace's notify).
 var writeTool = regexp.MustCompile(`"name":"[a-z_]*(notify|workflow_run)"`)
 
-// TestE2EAgentCLIsQuoteThreadThroughMCP: under the default posture and
-// under read-only, with no shell tool used, each CLI's agent reads the
-// thread's previous message through nerve's MCP server and quotes it.
+// TestE2EAgentCLIsQuoteThreadThroughMCP: under the default posture, and
+// under read-only and full, with no shell tool used, each CLI's agent
+// reads the thread's previous message through nerve's MCP server and
+// quotes it.
 func TestE2EAgentCLIsQuoteThreadThroughMCP(t *testing.T) {
 	for _, cli := range fakemodel.CLIs {
-		for _, perm := range []string{"", "read-only"} {
+		for _, perm := range []string{"", "read-only", "full"} {
 			t.Run(strings.TrimSuffix(cli+"/"+perm, "/"), func(t *testing.T) {
 				requireCLI(t, cli)
 				quoteThread(t, cli, perm)
