@@ -10,7 +10,8 @@ import (
 type Adapter interface {
 	// Name is the instance name from nerve.yaml ("claude", "claude-fast").
 	Name() string
-	// Type is the built-in kind: claude, codex, gemini, cursor, hermes, exec.
+	// Type is the built-in kind: claude, codex, gemini, cursor, hermes, qwen,
+	// opencode, exec.
 	Type() string
 	// Run runs one turn to completion. It returns an error (see *Error) when
 	// the CLI's own final event does not report success, when the turn
@@ -33,6 +34,10 @@ type Request struct {
 	// id) once it runs, so the daemon can kill a group left behind by a
 	// crash of its own.
 	OnStart func(pid int)
+	// MCP, when set, is nerve's MCP server, registered with the CLI for
+	// this turn by the adapters whose CLI speaks MCP (exec, cursor and
+	// hermes ignore it).
+	MCP *MCPServer
 }
 
 // Result is what a successful turn produced.

@@ -11,7 +11,7 @@ import (
 
 // Claude Code (checked against 2.1.330, see testdata/FLAGS.md):
 //
-//	claude -p --output-format stream-json --verbose [--model M] [args…] POSTURE -- PROMPT
+//	claude -p --output-format stream-json --verbose [--model M] [args…] [MCP] POSTURE -- PROMPT
 //
 // -p is a boolean (--print) and the prompt is the positional argument; it
 // goes after "--" so a prompt starting with "-" is not read as a flag and
@@ -34,7 +34,32 @@ var claudeEnv = []string{
 	"DISABLE_ERROR_REPORTING=1",
 }
 
-func claudePosture(perm string) (args, env []string) {
+// claudeMCP registers nerve's MCP server for the turn: --mcp-config takes
+// the JSON itself, and --strict-mcp-config leaves out the user's own
+// servers, whose tools no posture but full would allow anyway. The server
+// inherits Claude's environment; its env repeats the turn's variables.
+func claudeMCP(s *MCPServer, perm string) []string {
+	if s == nil {
+		return nil
+	}
+	srv := mcpStdioJSON(s, perm, map[string]any{"type": "stdio"})
+	b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{MCPName: srv}})
+	return []string{"--mcp-config", string(b), "--strict-mcp-config"}
+}
+
+// claudeMCPTools are nerve's MCP tools as --allowedTools names them.
+func claudeMCPTools(s *MCPServer, perm string) []string {
+	if s == nil {
+		return nil
+	}
+	var out []string
+	for _, t := range mcpTools(perm) {
+		out = append(out, "mcp__"+MCPName+"__"+t)
+	}
+	return out
+}
+
+func claudePosture(perm string, mcp *MCPServer) (args, env []string) {
 	switch perm {
 	case PermFull:
 		args = []string{"--permission-mode", "bypassPermissions"}
@@ -45,10 +70,10 @@ func claudePosture(perm string) (args, env []string) {
 		}
 	case PermReadOnly:
 		args = append([]string{"--permission-mode", "dontAsk", "--permission-prompts", "none", "--allowedTools"},
-			append(append([]string(nil), claudeReadTools...), claudeQueryTools...)...)
+			append(append(append([]string(nil), claudeReadTools...), claudeQueryTools...), claudeMCPTools(mcp, perm)...)...)
 	default:
 		args = append([]string{"--permission-mode", "acceptEdits", "--permission-prompts", "none", "--allowedTools"},
-			claudeQueryTools...)
+			append(append([]string(nil), claudeQueryTools...), claudeMCPTools(mcp, perm)...)...)
 	}
 	return args, env
 }
@@ -59,7 +84,8 @@ func buildClaude(a *cliAdapter, req Request) (*invocation, error) {
 		args = append(args, "--model", a.cfg.Model)
 	}
 	args = append(args, a.cfg.Args...)
-	posture, env := claudePosture(a.info.Permissions)
+	args = append(args, claudeMCP(req.MCP, a.info.Permissions)...)
+	posture, env := claudePosture(a.info.Permissions, req.MCP)
 	args = append(args, posture...)
 	inv := &invocation{env: append(append([]string(nil), claudeEnv...), env...), parser: &claudeParser{}}
 	if len(req.Prompt) > maxArgBytes {
@@ -88,7 +114,11 @@ type claudeEvent struct {
 	Result         string  `json:"result"`
 	TotalCostUSD   float64 `json:"total_cost_usd"`
 	APIErrorStatus *int    `json:"api_error_status"`
-	Usage          *struct {
+	// Error is a string on Claude's assistant lines ("server_error") and
+	// an object {message} on Qwen's failed result, which has no result
+	// text.
+	Error json.RawMessage `json:"error"`
+	Usage *struct {
 		InputTokens              int64 `json:"input_tokens"`
 		OutputTokens             int64 `json:"output_tokens"`
 		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
@@ -191,6 +221,13 @@ func resultFailure(r *claudeEvent, o outcome) string {
 
 func claudeFailure(r *claudeEvent) string {
 	msg := strings.TrimSpace(r.Result)
+	if msg == "" && len(r.Error) > 0 && r.Error[0] == '{' {
+		var e struct {
+			Message string `json:"message"`
+		}
+		_ = json.Unmarshal(r.Error, &e) // no message: the subtype says it
+		msg = strings.TrimSpace(e.Message)
+	}
 	if msg == "" {
 		msg = "result " + r.Subtype
 	}

@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/nerve-agents/nerve/internal/usage"
@@ -8,7 +9,7 @@ import (
 
 // Codex (checked against 0.169.0, see testdata/FLAGS.md):
 //
-//	codex exec --json --skip-git-repo-check [-m M] -c … [args…] POSTURE -- PROMPT
+//	codex exec --json --skip-git-repo-check [-m M] -c … [args…] [-c mcp_servers.nerve=…] POSTURE -- PROMPT
 //
 // The prompt goes after "--" so that a prompt such as "review" is not taken
 // for the exec subcommand of that name. stdin is /dev/null: codex reads
@@ -21,6 +22,33 @@ var codexQuiet = []string{
 	"-c", "analytics.enabled=false",
 	"-c", "feedback.enabled=false",
 	"-c", "features.in_app_updates=false",
+}
+
+// codexMCP registers nerve's MCP server for the turn with one -c
+// override of mcp_servers.nerve. Codex hands a server only an allow-list
+// of its environment, so the turn's variables are given in env; and
+// `codex exec` refuses any MCP call that needs approval ("approval policy
+// is never") unless the server's tools are approved: the server itself
+// offers only the read tools under read-only.
+func codexMCP(s *MCPServer, perm string) []string {
+	if s == nil {
+		return nil
+	}
+	env := mcpEnvMap(s)
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	pairs := make([]string, len(keys))
+	for i, k := range keys {
+		pairs[i] = k + "=" + tomlString(env[k])
+	}
+	v := "mcp_servers." + MCPName + "={command=" + tomlString(s.Command) +
+		", args=" + tomlStrings(mcpArgs(s, perm)) +
+		", env={" + strings.Join(pairs, ", ") + "}" +
+		", default_tools_approval_mode=\"approve\"}"
+	return []string{"-c", v}
 }
 
 func codexPosture(perm string) []string {
@@ -44,6 +72,7 @@ func buildCodex(a *cliAdapter, req Request) (*invocation, error) {
 	}
 	args = append(args, codexQuiet...)
 	args = append(args, a.cfg.Args...)
+	args = append(args, codexMCP(req.MCP, a.info.Permissions)...)
 	args = append(args, codexPosture(a.info.Permissions)...)
 	inv := &invocation{parser: &codexParser{}}
 	if len(req.Prompt) > maxArgBytes {

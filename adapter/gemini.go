@@ -24,21 +24,29 @@ var geminiQueryPrefixes = []string{"nerve thread messages", "nerve knowledge que
 // postures: auto_edit does not offer the shell tool headless and plan mode
 // removes it, so this allows it for exactly nerve's query commands.
 // Everything else stays ask_user, which headless means deny.
-func geminiPolicy() string {
-	quoted := make([]string, len(geminiQueryPrefixes))
-	for i, p := range geminiQueryPrefixes {
-		quoted[i] = fmt.Sprintf("%q", p)
-	}
-	return "# Written by nerve for one turn.\n" +
+//
+// With nerve's MCP server registered, a rule per tool allows the tools of
+// the posture: auto_edit and plan offer no MCP tool headless unless a rule
+// allows it, and a rule offers exactly the tools it names.
+func geminiPolicy(mcp *MCPServer, perm string) string {
+	var b strings.Builder
+	b.WriteString("# Written by nerve for one turn.\n" +
 		"[[rule]]\n" +
 		"toolName = \"run_shell_command\"\n" +
-		"commandPrefix = [" + strings.Join(quoted, ", ") + "]\n" +
+		"commandPrefix = " + tomlStrings(geminiQueryPrefixes) + "\n" +
 		"decision = \"allow\"\n" +
-		"priority = 900\n"
+		"priority = 900\n")
+	if mcp != nil {
+		for _, t := range mcpTools(perm) {
+			fmt.Fprintf(&b, "\n[[rule]]\nmcpName = %s\ntoolName = %s\ndecision = \"allow\"\npriority = 900\n",
+				tomlString(MCPName), tomlString(t))
+		}
+	}
+	return b.String()
 }
 
-func buildGemini(a *cliAdapter, req Request) (*invocation, error) {
-	inv := &invocation{parser: &geminiParser{}}
+func buildGemini(a *cliAdapter, req Request) (inv *invocation, err error) {
+	inv = &invocation{parser: &geminiParser{}}
 	prompt := req.Prompt
 	if len(prompt) > maxArgBytes {
 		// Gemini reads stdin and appends the -p text to it.
@@ -53,28 +61,48 @@ func buildGemini(a *cliAdapter, req Request) (*invocation, error) {
 	// ignores a system-defaults file that is not owned by root, so only
 	// telemetry can be turned off from here.
 	inv.env = []string{"GEMINI_TELEMETRY_ENABLED=false"}
-	if a.info.Permissions == PermFull {
+	perm := a.info.Permissions
+	if perm == PermFull && req.MCP == nil {
 		inv.args = append(args, "--yolo")
 		return inv, nil
 	}
 	dir, err := os.MkdirTemp("", "nerve-gemini-")
 	if err != nil {
-		return nil, fmt.Errorf("create gemini policy dir: %w", err)
+		return nil, fmt.Errorf("create gemini turn dir: %w", err)
 	}
 	cleanup := func() { os.RemoveAll(dir) }
+	inv.cleanup = cleanup
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	if req.MCP != nil {
+		if _, ok := a.cfg.Env["GEMINI_CLI_HOME"]; ok {
+			// The adapter's env would override the turn's home.
+			return nil, fmt.Errorf("nerve sets GEMINI_CLI_HOME for each turn, to add its MCP server: set HOME in the adapter's env instead")
+		}
+		home, err := geminiTurnHome(dir, geminiUserHome(a.cfg.Env), req.MCP, perm)
+		if err != nil {
+			return nil, err
+		}
+		inv.env = append(inv.env, "GEMINI_CLI_HOME="+home)
+	}
+	if perm == PermFull {
+		inv.args = append(args, "--yolo")
+		return inv, nil
+	}
 	p := filepath.Join(dir, "nerve-policy.toml")
-	if err := os.WriteFile(p, []byte(geminiPolicy()), 0o600); err != nil {
-		cleanup()
+	if err := os.WriteFile(p, []byte(geminiPolicy(req.MCP, perm)), 0o600); err != nil {
 		return nil, fmt.Errorf("write gemini policy: %w", err)
 	}
 	// Plan mode takes the shell tool away entirely; the policy gives it
 	// back for the query commands only, so read-only can still use them.
 	mode := "auto_edit"
-	if a.info.Permissions == PermReadOnly {
+	if perm == PermReadOnly {
 		mode = "plan"
 	}
 	inv.args = append(args, "--approval-mode", mode, "--policy", p)
-	inv.cleanup = cleanup
 	return inv, nil
 }
 

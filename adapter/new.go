@@ -48,6 +48,8 @@ var kinds = []kind{
 	{name: "gemini", binary: "gemini", timeout: DefaultAgentTimeout, build: buildGemini},
 	{name: "cursor", binary: "cursor-agent", timeout: DefaultAgentTimeout, build: buildCursor},
 	{name: "hermes", binary: "hermes", timeout: DefaultAgentTimeout, build: buildHermes},
+	{name: "qwen", binary: "qwen", timeout: DefaultAgentTimeout, build: buildQwen},
+	{name: "opencode", binary: "opencode", timeout: DefaultAgentTimeout, build: buildOpencode},
 	{name: "exec", timeout: DefaultExecTimeout, build: buildExec},
 }
 

@@ -11,7 +11,7 @@ import (
 )
 
 func TestTypesAndBuiltin(t *testing.T) {
-	want := []string{"claude", "codex", "gemini", "cursor", "hermes", "exec"}
+	want := []string{"claude", "codex", "gemini", "cursor", "hermes", "qwen", "opencode", "exec"}
 	if got := Types(); !slices.Equal(got, want) {
 		t.Fatalf("Types() = %v, want %v", got, want)
 	}
@@ -132,6 +132,13 @@ func TestArgv(t *testing.T) {
 		{"cursor", Spec{Permissions: "full"}, []string{"-p", "--output-format", "stream-json", "--trust", "--force", "--", "PROMPT"}},
 		{"hermes", Spec{Model: "m"}, []string{"chat", "-q", "PROMPT", "-Q", "--model", "m"}},
 		{"hermes", Spec{Permissions: "full"}, []string{"chat", "-q", "PROMPT", "-Q", "--yolo"}},
+		{"qwen", Spec{Model: "qwen3-coder"}, []string{"--prompt=PROMPT", "--output-format", "stream-json", "-m", "qwen3-coder",
+			"--approval-mode", "auto-edit", "--allowed-tools=Bash(nerve thread messages *)", "--allowed-tools=Bash(nerve knowledge query *)"}},
+		{"qwen", Spec{Permissions: "read-only"}, []string{"--prompt=PROMPT", "--output-format", "stream-json",
+			"--approval-mode", "plan", "--allowed-tools=Bash(nerve thread messages *)", "--allowed-tools=Bash(nerve knowledge query *)"}},
+		{"qwen", Spec{Permissions: "full"}, []string{"--prompt=PROMPT", "--output-format", "stream-json", "--yolo"}},
+		{"opencode", Spec{Model: "local/test"}, []string{"run", "--format", "json", "-m", "local/test", "--", "PROMPT"}},
+		{"opencode", Spec{Permissions: "full"}, []string{"run", "--format", "json", "--auto", "--", "PROMPT"}},
 		{"exec", Spec{Command: []string{"review", "--json"}, Args: []string{"--fast"}}, []string{"--json", "--fast"}},
 		{"exec", Spec{Command: []string{"review", "--prompt={{prompt}}", "{{prompt}}"}}, []string{"--prompt=PROMPT", "PROMPT"}},
 	}

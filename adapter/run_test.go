@@ -86,6 +86,12 @@ func TestSuccess(t *testing.T) {
 		{"gemini tool denied", "gemini", "gemini-tool-denied.jsonl", Result{Content: "Tool said: {\"id\":\"run_shell_command_1795451603159_0\"", Usage: usage.Usage{
 			Model: "gemini-3.8-flash", InputTokens: 240, OutputTokens: 14,
 			SessionID: "2f4a78c1-081e-4f34-89df-b8208dcdc87d", ToolErrors: 1}}, true},
+		{"qwen", "qwen", "qwen-success.jsonl", Result{Content: "Quoted: The code word is plum-4417.", Usage: usage.Usage{
+			Model: "qwen-test", InputTokens: 300, OutputTokens: 30,
+			SessionID: "ad634a7a-ea84-4568-983a-6a797d290cdb"}}, false},
+		{"opencode", "opencode", "opencode-success.jsonl", Result{Content: "Quoted: The code word is plum-4417.", Usage: usage.Usage{
+			Model: "gpt-test", InputTokens: 200, OutputTokens: 20,
+			SessionID: "ses_decfb1561ffetFbg07t5Z74Myx"}}, false},
 		// Transcribed from CLIS.md and Cursor's and Hermes' documentation.
 		{"codex last message wins", "codex", "codex-multi.jsonl", Result{Content: "Here is the result:\n\n```json\n{\"verdict\": \"approve\"}\n```\n", Usage: usage.Usage{
 			Model: "gpt-test", InputTokens: 120, OutputTokens: 7, CachedTokens: 40,
@@ -99,7 +105,7 @@ func TestSuccess(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := fake(t, tt.typ, "replay", map[string]string{"FAKE_CLI_FILE": testdata(tt.file),
 				"FAKE_CLI_STDERR": "a warning on stderr\n"})
-			if tt.typ != "claude" && tt.typ != "gemini" && tt.typ != "cursor" {
+			if tt.typ != "claude" && tt.typ != "gemini" && tt.typ != "cursor" && tt.typ != "qwen" {
 				c.Model = "gpt-test" // not reported by the CLI: the configured model is recorded
 			}
 			var lines int
@@ -147,6 +153,12 @@ func TestFailure(t *testing.T) {
 		{"gemini error result", "gemini", "gemini-error.jsonl", "244", "Attempt 1 failed with status 500. Retrying with backoff...\n",
 			`[API Error: {"error":{"code":500,"message":"stub internal error"`, true},
 		{"gemini killed, exit 0, no result", "gemini", "gemini-sigterm.jsonl", "0", "", "no result event; last output: ", true},
+		{"qwen api error", "qwen", "qwen-api-error.jsonl", "1", "Ripgrep not available. Falling back to built-in grep.\n",
+			"[API Error: 500 probe]", true},
+		{"opencode api error", "opencode", "opencode-api-error.jsonl", "1", "",
+			"APIError: probe (api status 500)", true},
+		{"opencode stops after a tool call", "opencode", "opencode-tool-step.jsonl", "0", "",
+			"the last step ended with tool-calls", true},
 		{"cursor exits 1 without result", "cursor", "cursor-error.jsonl", "1", "Error: You've hit your usage limit\n",
 			"no result event", true},
 		{"exec exit 1 with good output", "exec", "claude-success.jsonl", "1", "review: lint failed\n", "command failed", true},

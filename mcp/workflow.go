@@ -47,7 +47,10 @@ type WorkflowRunInput struct {
 type RunOutput struct {
 	Thread string `json:"thread" jsonschema:"the thread's ref, for thread_status and thread_messages"`
 	Status string `json:"status"`
-	Result any    `json:"result"`
+	// Result's description also keeps its schema an object: a bare `any`
+	// becomes the boolean schema true, which Gemini CLI's MCP client
+	// rejects, and then it drops every tool of the server.
+	Result any    `json:"result" jsonschema:"what the thread completed with, once it has"`
 	Error  string `json:"error,omitempty"`
 }
 

@@ -204,6 +204,11 @@ func (x *Executor) Run(ctx context.Context, t *Turn) (a Answer, ok bool) {
 		},
 		OnStart: func(pid int) { x.deps.Procs.RecordProc(t.Key, t.Step, pid) },
 	}
+	if x.deps.Executable != "" {
+		// nerve's MCP server for the turn: this very binary, given the
+		// turn's variables (a CLI may not pass its environment on).
+		req.MCP = &adapter.MCPServer{Command: x.deps.Executable, Args: []string{"mcp"}, Env: req.Env}
+	}
 	defer x.deps.Procs.ForgetProc(t.Key, t.Step)
 	x.deps.Tracker.TurnStarted(t, time.Now().UTC())
 	defer x.deps.Tracker.TurnEnded(t)
