@@ -121,6 +121,7 @@ func TestE2EAgentCLIsEndpointFailures(t *testing.T) {
 		for _, mode := range []string{"500", "hang"} {
 			t.Run(cli+"/"+mode, func(t *testing.T) {
 				requireCLI(t, cli)
+				t.Parallel() // each waits out an 8s timeout, doing nothing meanwhile
 				m := fakemodel.Start(t, mode)
 				e := agentEnvFor(t, cli, m, "8s", "")
 				start := time.Now()
