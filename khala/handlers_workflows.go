@@ -300,6 +300,9 @@ func (s *Server) handleStartThread(w http.ResponseWriter, r *http.Request, a kha
 		return
 	}
 	s.metrics.threadsStarted.Add(1)
+	if c.Thread.Workspace == nil {
+		s.handoffs.sawBare(c.Thread.ID) // its turns' claims need not read it
+	}
 	s.changed(c)
 	th := c.Thread
 	writeJSON(w, http.StatusCreated, startResponse{Thread: th.ID, Workflow: th.Workflow, Status: th.Status, Result: th.Result, Error: th.Error})
