@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -19,39 +18,12 @@ import (
 // binary and the real git: a shell script plays the agent and edits files
 // in $NERVE_WORKDIR.
 
-func wsxGit(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=u", "GIT_AUTHOR_EMAIL=u@example.com",
-		"GIT_COMMITTER_NAME=u", "GIT_COMMITTER_EMAIL=u@example.com")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// wsxRepo is a user's clone with one commit on main.
-func wsxRepo(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git binary")
-	}
-	dir := t.TempDir()
-	wsxGit(t, dir, "init", "-q", "-b", "main")
-	os.WriteFile(filepath.Join(dir, "README"), []byte("hi\n"), 0o600)
-	wsxGit(t, dir, "add", "README")
-	wsxGit(t, dir, "commit", "-q", "-m", "first")
-	return dir
-}
-
 // kill -9 of the daemon in the middle of a turn that has half-edited its
 // worktree: on restart the turn runs again in a worktree at the head it
 // started from, and nothing of the killed run reaches the branch.
 func TestE2EWorkspaceExecKill9MidTurn(t *testing.T) {
-	repo := wsxRepo(t)
-	before := wsxGit(t, repo, "rev-parse", "HEAD")
+	repo := gitRepo(t)
+	before := git(t, repo, "rev-parse", "HEAD")
 	e := newEnv(t)
 	marker := "nerve-test-wshang-" + filepath.Base(e.home)
 	slowWorkflow(e, 2, fmt.Sprintf(`
@@ -82,13 +54,13 @@ roles:
 		t.Fatalf("logs after restart: %s", r)
 	}
 	branch := "nerve/slow/thread-1"
-	if got := wsxGit(t, repo, "show", branch+":work.txt"); got != "step 1\nstep 2" {
+	if got := git(t, repo, "show", branch+":work.txt"); got != "step 1\nstep 2" {
 		t.Fatalf("work.txt on the branch after the crash:\n%s", got)
 	}
-	if n := wsxGit(t, repo, "rev-list", "--count", before+".."+branch); n != "2" {
+	if n := git(t, repo, "rev-list", "--count", before+".."+branch); n != "2" {
 		t.Errorf("%s commits on the branch; want 2", n)
 	}
-	if st := wsxGit(t, repo, "status", "--porcelain"); st != "" || wsxGit(t, repo, "rev-parse", "HEAD") != before {
+	if st := git(t, repo, "status", "--porcelain"); st != "" || git(t, repo, "rev-parse", "HEAD") != before {
 		t.Errorf("the user's checkout changed: %q", st)
 	}
 	waitFor(t, "the worktrees to go", func() bool {
@@ -103,10 +75,10 @@ roles:
 // starts from the commit the other daemon pushed, and Khala records each
 // answer's commit and changes and moves the thread's head.
 func TestE2EWorkspaceExecCloudAcrossTwoDaemons(t *testing.T) {
-	seed := wsxRepo(t)
-	base := wsxGit(t, seed, "rev-parse", "HEAD")
+	seed := gitRepo(t)
+	base := git(t, seed, "rev-parse", "HEAD")
 	shared := filepath.Join(t.TempDir(), "shared.git")
-	wsxGit(t, seed, "clone", "-q", "--bare", seed, shared)
+	git(t, seed, "clone", "-q", "--bare", seed, shared)
 
 	script := `n=$(cat "$NERVE_WORKDIR/review.txt" 2>/dev/null | wc -l | tr -d ' ')
 echo "$NERVE_ROLE $NERVE_STEP by $(basename $NERVE_HOME)" >> "$NERVE_WORKDIR/review.txt"
@@ -143,10 +115,10 @@ roles:
 	branch := "nerve/cr/" + id
 	want := "author 1 by " + filepath.Base(a.home) + "\nreviewer 2 by " + filepath.Base(b.home) +
 		"\nauthor 3 by " + filepath.Base(a.home) + "\nreviewer 4 by " + filepath.Base(b.home)
-	if got := wsxGit(t, shared, "show", branch+":review.txt"); got != want {
+	if got := git(t, shared, "show", branch+":review.txt"); got != want {
 		t.Fatalf("review.txt on the shared branch:\n%s\nwant:\n%s", got, want)
 	}
-	if got := wsxGit(t, shared, "log", "--reverse", "--format=%an", base+".."+branch); got != "agent-a\nagent-b\nagent-a\nagent-b" {
+	if got := git(t, shared, "log", "--reverse", "--format=%an", base+".."+branch); got != "agent-a\nagent-b\nagent-a\nagent-b" {
 		t.Errorf("commit authors:\n%s", got)
 	}
 	msgs := a.must(0, "thread", "messages", ref, "--json")
@@ -177,7 +149,7 @@ roles:
 	}
 	json.NewDecoder(resp.Body).Decode(&th)
 	resp.Body.Close()
-	if tip := wsxGit(t, shared, "rev-parse", branch); th.Workspace.Head != tip || th.Workspace.Branch != branch {
+	if tip := git(t, shared, "rev-parse", branch); th.Workspace.Head != tip || th.Workspace.Branch != branch {
 		t.Errorf("thread's workspace %+v; branch at %s", th.Workspace, tip)
 	}
 	// The thread ended with agent b's answer: its worktree is gone.
@@ -218,10 +190,10 @@ func wsxStart(t *testing.T, k *khalaServer, e *env, workflow, repo, base string)
 // force), the turn's message says so (error kind workspace), and the
 // branch keeps what was pushed.
 func TestE2EWorkspaceExecPushRefusedWhenRemoteMoved(t *testing.T) {
-	seed := wsxRepo(t)
-	base := wsxGit(t, seed, "rev-parse", "HEAD")
+	seed := gitRepo(t)
+	base := git(t, seed, "rev-parse", "HEAD")
 	shared := filepath.Join(t.TempDir(), "shared.git")
-	wsxGit(t, seed, "clone", "-q", "--bare", seed, shared)
+	git(t, seed, "clone", "-q", "--bare", seed, shared)
 	script := `echo "$NERVE_ROLE $NERVE_STEP" >> "$NERVE_WORKDIR/review.txt"
 echo "turn $NERVE_STEP"
 `
@@ -247,12 +219,12 @@ roles:
 	})
 	// A person pushes onto the branch before the reviewer's turn.
 	clone := filepath.Join(t.TempDir(), "clone")
-	wsxGit(t, "", "clone", "-q", "--branch", branch, shared, clone)
+	git(t, "", "clone", "-q", "--branch", branch, shared, clone)
 	os.WriteFile(filepath.Join(clone, "by-hand.txt"), []byte("pushed by a person\n"), 0o600)
-	wsxGit(t, clone, "add", "by-hand.txt")
-	wsxGit(t, clone, "commit", "-q", "-m", "by hand")
-	wsxGit(t, clone, "push", "-q", "origin", branch)
-	byHand := wsxGit(t, clone, "rev-parse", "HEAD")
+	git(t, clone, "add", "by-hand.txt")
+	git(t, clone, "commit", "-q", "-m", "by hand")
+	git(t, clone, "push", "-q", "origin", branch)
+	byHand := git(t, clone, "rev-parse", "HEAD")
 
 	b.must(0, "daemon", "start")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -270,7 +242,7 @@ roles:
 	if m.Error.Kind != "workspace" || !strings.Contains(m.Error.Message, "refused") || m.Commit != "" {
 		t.Fatalf("the reviewer's message: %s", msgs[1])
 	}
-	if tip := wsxGit(t, shared, "rev-parse", branch); tip != byHand {
+	if tip := git(t, shared, "rev-parse", branch); tip != byHand {
 		t.Fatalf("branch at %s; the person's push %s was overwritten", tip, byHand)
 	}
 }
