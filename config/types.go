@@ -2,6 +2,7 @@ package config
 
 import (
 	"github.com/nerve-agents/nerve/adapter"
+	"github.com/nerve-agents/nerve/internal/usage"
 	"github.com/nerve-agents/nerve/internal/yamlfile"
 )
 
@@ -19,6 +20,9 @@ type Config struct {
 	Knowledge *Endpoint          `yaml:"knowledge" json:"knowledge,omitempty"`
 	Log       Log                `yaml:"log" json:"log"`
 	Daemon    Daemon             `yaml:"daemon" json:"daemon"`
+	// Pricing is USD per million tokens by model: it fills a message's
+	// cost when the CLI reports tokens only.
+	Pricing map[string]usage.Price `yaml:"pricing" json:"pricing,omitempty"`
 
 	// File is the nerve.yaml this was read from; empty when none exists.
 	File string `yaml:"-" json:"file,omitempty"`

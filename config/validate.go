@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/nerve-agents/nerve/internal/usage"
 
 	"github.com/nerve-agents/nerve/adapter"
 	"github.com/nerve-agents/nerve/internal/yamlfile"
@@ -98,6 +101,9 @@ func Validate(cfg *Config, lines yamlfile.Lines) yamlfile.Errors {
 			v.add(p+".do", "unknown action %q (want one of %v)", r.Do, reflexDos)
 		}
 	}
+	for _, model := range slices.Sorted(maps.Keys(cfg.Pricing)) {
+		v.price(model, cfg.Pricing[model])
+	}
 	v.endpoint("extract", cfg.Extract)
 	v.endpoint("knowledge", cfg.Knowledge)
 	if !slices.Contains(logLevels, cfg.Log.Level) {
@@ -169,6 +175,23 @@ func (v *validator) endpoint(section string, e *Endpoint) {
 	}
 	if e.Model == "" {
 		v.add(section+".model", "is required")
+	}
+}
+
+// price checks one model's pricing: USD per million tokens, none negative.
+func (v *validator) price(model string, p usage.Price) {
+	field := "pricing." + model
+	if strings.TrimSpace(model) == "" {
+		v.add("pricing", "a model name must not be empty")
+		return
+	}
+	for _, f := range []struct {
+		key string
+		usd float64
+	}{{"input", p.Input}, {"output", p.Output}, {"cache_read", p.CacheRead}} {
+		if f.usd < 0 || math.IsNaN(f.usd) || math.IsInf(f.usd, 0) {
+			v.add(field+"."+f.key, "must be a non-negative USD amount per million tokens, got %v", f.usd)
+		}
 	}
 }
 

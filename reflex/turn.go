@@ -227,6 +227,7 @@ func (x *Executor) Run(ctx context.Context, t *Turn) (a Answer, ok bool) {
 		var ae *adapter.Error
 		if errors.As(err, &ae) && ae.Usage != nil {
 			a.Usage = ae.Usage // tokens spent on a failed turn still count
+			usage.Priced(a.Usage, cfg.Pricing)
 			x.checkToolErrors(t, ae.Usage)
 		}
 		if errors.Is(err, adapter.ErrTimeout) {
@@ -235,6 +236,7 @@ func (x *Executor) Run(ctx context.Context, t *Turn) (a Answer, ok bool) {
 		return fail(KindAdapter, err)
 	}
 	a.Content, a.Usage = res.Content, &res.Usage
+	usage.Priced(a.Usage, cfg.Pricing)
 	x.checkToolErrors(t, &res.Usage)
 	var role *workflow.Role
 	if t.RoleDef != nil {
