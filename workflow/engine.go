@@ -243,6 +243,7 @@ func (e *Engine) runPending(ctx context.Context, d *Definition, t *Thread, msgs 
 			}
 			mu.Lock()
 			defer mu.Unlock()
+			t.Usage.Add(m.Usage)
 			remaining--
 			if remaining == 0 {
 				last = m
@@ -264,7 +265,7 @@ func (e *Engine) runPending(ctx context.Context, d *Definition, t *Thread, msgs 
 // route asks the moderator what follows msgs and returns the update that
 // records it; answered, when set, is stored in the same transaction.
 func (e *Engine) route(ctx context.Context, d *Definition, t *Thread, msgs []Message, answered *Message) (Update, error) {
-	dec, err := Route(ctx, d, NewState(t, msgs).WithCache(&e.docs))
+	dec, err := routeWithin(ctx, d, t, NewState(t, msgs).WithCache(&e.docs))
 	var re *RoutingError
 	var u Update
 	switch {

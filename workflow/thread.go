@@ -32,10 +32,14 @@ type Thread struct {
 	Workspace *Workspace `json:"workspace"`
 	// Source is the definition the thread was started with, moderator
 	// inlined: a thread finishes under the rules it started with.
-	Source    []byte    `json:"source,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-	EndedAt   time.Time `json:"ended_at,omitzero"`
+	Source []byte `json:"source,omitempty"`
+	// Usage sums the usage of the thread's messages, counted once as each
+	// answer is recorded: what limits.max_cost_usd and max_tokens bound.
+	// A child thread's totals are to be merged into its parent's here.
+	Usage     usage.Totals `json:"usage"`
+	CreatedAt time.Time    `json:"created_at"`
+	UpdatedAt time.Time    `json:"updated_at"`
+	EndedAt   time.Time    `json:"ended_at,omitzero"`
 }
 
 // Ended reports whether the thread has reached a final status.

@@ -1,0 +1,26 @@
+package workflow
+
+import (
+	"context"
+
+	"github.com/nerve-agents/nerve/internal/usage"
+)
+
+// Budget returns the limits on what a thread of d may spend.
+func (d *Definition) Budget() usage.Limits {
+	return usage.Limits{MaxCostUSD: d.Limits.MaxCostUSD, MaxTokens: int64(d.Limits.MaxTokens)}
+}
+
+// OverBudget says why thread t of d must stop for what it spent
+// ("budget: $5.12 spent of $5.00"), or "" while it is within its limits.
+// The answer that crossed a limit is already in t.Usage and recorded.
+func OverBudget(d *Definition, t *Thread) string { return d.Budget().Exceeded(t.Usage) }
+
+// routeWithin is Route, but a thread over its budget fails instead of being
+// given more turns.
+func routeWithin(ctx context.Context, d *Definition, t *Thread, s State) (Decision, error) {
+	if reason := OverBudget(d, t); reason != "" {
+		return Decision{Fail: reason}, nil
+	}
+	return Route(ctx, d, s)
+}
