@@ -62,6 +62,9 @@ func Open(path string, timeout time.Duration) (*Store, error) {
 	if err == nil {
 		err = st.ensureRemoteBuckets()
 	}
+	if err == nil {
+		err = st.ensureUsage()
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("init %s: %w", path, err)
@@ -143,12 +146,20 @@ func commitTx(tx *bolt.Tx, u workflow.Update) error {
 		if err != nil {
 			return err
 		}
+		ub := tx.Bucket(bucketUsage)
 		for _, m := range u.Messages {
 			raw, err := json.Marshal(m)
 			if err != nil {
 				return err
 			}
-			if err := mb.Put(u64(uint64(m.Step)), raw); err != nil {
+			key := u64(uint64(m.Step))
+			if mb.Get(key) == nil {
+				// A message stored again (a merge's verdict) was counted.
+				if err := addUsage(ub, t.Workflow, m); err != nil {
+					return err
+				}
+			}
+			if err := mb.Put(key, raw); err != nil {
 				return err
 			}
 		}

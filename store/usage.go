@@ -1,0 +1,106 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/nerve-agents/nerve/internal/usage"
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// bucketUsage is the usage rollup: one row per day, workflow, role, agent,
+// adapter and model, kept as answers are written, so `nerve usage` reads
+// a few rows instead of every message.
+var bucketUsage = []byte("usage")
+
+// ensureUsage creates the rollup, filled from the messages already stored
+// (a nerve.db from before the rollup), once.
+func (s *Store) ensureUsage() error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketUsage) != nil {
+			return nil
+		}
+		ub, err := tx.CreateBucket(bucketUsage)
+		if err != nil {
+			return err
+		}
+		threads := tx.Bucket(bucketThreads)
+		return tx.Bucket(bucketMessages).ForEachBucket(func(id []byte) error {
+			var t workflow.Thread
+			raw := threads.Get(id)
+			if raw == nil {
+				return nil
+			}
+			if err := json.Unmarshal(raw, &t); err != nil {
+				return fmt.Errorf("thread %s: %w", id, err)
+			}
+			return tx.Bucket(bucketMessages).Bucket(id).ForEach(func(_, raw []byte) error {
+				var m workflow.Message
+				if err := json.Unmarshal(raw, &m); err != nil {
+					return fmt.Errorf("thread %s: %w", id, err)
+				}
+				return addUsage(ub, t.Workflow, m)
+			})
+		})
+	})
+}
+
+// addUsage counts a newly stored message in the rollup.
+func addUsage(ub *bolt.Bucket, workflowName string, m workflow.Message) error {
+	if m.Usage == nil {
+		return nil
+	}
+	k := usage.KeyOf(m.At, workflowName, m.Role, m.Agent, m.Adapter, m.Usage)
+	key := rowKey(k)
+	var tot usage.Totals
+	if raw := ub.Get(key); raw != nil {
+		if err := json.Unmarshal(raw, &tot); err != nil {
+			return err
+		}
+	}
+	tot.Add(m.Usage)
+	raw, err := json.Marshal(tot)
+	if err != nil {
+		return err
+	}
+	return ub.Put(key, raw)
+}
+
+// rowKey orders rows by day first, so a --since query seeks to its day.
+func rowKey(k usage.Key) []byte {
+	return bytes.Join([][]byte{[]byte(k.Day), []byte(k.Workflow), []byte(k.Role), []byte(k.Agent),
+		[]byte(k.Adapter), []byte(k.Model)}, []byte{0})
+}
+
+func parseRowKey(b []byte) (usage.Key, bool) {
+	p := bytes.Split(b, []byte{0})
+	if len(p) != 6 {
+		return usage.Key{}, false
+	}
+	return usage.Key{Day: string(p[0]), Workflow: string(p[1]), Role: string(p[2]), Agent: string(p[3]),
+		Adapter: string(p[4]), Model: string(p[5])}, true
+}
+
+// Usage returns the rollup rows f selects.
+func (s *Store) Usage(f usage.Filter) ([]usage.Row, error) {
+	var rows []usage.Row
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketUsage).Cursor()
+		for k, v := c.Seek([]byte(f.Since)); k != nil; k, v = c.Next() {
+			key, ok := parseRowKey(k)
+			if !ok || !f.Match(key) {
+				continue
+			}
+			r := usage.Row{Key: key}
+			if err := json.Unmarshal(v, &r.Totals); err != nil {
+				return err
+			}
+			rows = append(rows, r)
+		}
+		return nil
+	})
+	return rows, err
+}
