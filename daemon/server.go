@@ -30,6 +30,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/threads/{id}/cancel", d.handleCancel)
 	mux.HandleFunc("GET /v1/threads/{id}/messages", d.handleMessages)
 	mux.HandleFunc("GET /v1/threads/{id}/events", d.handleEvents)
+	mux.HandleFunc("GET /v1/usage", d.handleUsage)
 	mux.HandleFunc("POST /v1/notify", d.handleNotify)
 	mux.HandleFunc("POST /v1/shutdown", d.handleShutdown)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
