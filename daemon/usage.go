@@ -48,25 +48,7 @@ func (d *Daemon) threadUsage(q spend.Query) ([]spend.Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	return MessageRows(t.Workflow, msgs, q.Filter()), nil
-}
-
-// MessageRows makes a thread's messages rollup rows, one per message
-// with usage that f selects.
-func MessageRows(workflowName string, msgs []workflow.Message, f spend.Filter) []spend.Row {
-	var rows []spend.Row
-	for _, m := range msgs {
-		if m.Usage == nil {
-			continue
-		}
-		r := spend.Row{Key: spend.KeyOf(m.At, workflowName, m.Role, m.Agent, m.Adapter, m.Usage)}
-		if !f.Match(r.Key) {
-			continue
-		}
-		r.Add(m.Usage)
-		rows = append(rows, r)
-	}
-	return rows
+	return workflow.UsageRows(t.Workflow, msgs, q.Filter()), nil
 }
 
 // Usage asks the daemon for local spend.

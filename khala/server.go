@@ -156,6 +156,7 @@ func (s *Server) Handler() http.Handler {
 	add("/v1/turns/{turn}/response", route{method: "POST", auth: authAgent, h: s.handleResponse})
 	add("/v1/turns/{turn}/release", route{method: "POST", auth: authAgent, h: s.handleRelease})
 	add("/v1/turns/{turn}/events", route{method: "POST", auth: authAgent, h: s.handleTurnEvents})
+	add("/v1/usage", route{method: "GET", auth: authAgent, h: s.handleUsage})
 	add("/metrics", route{method: "GET", auth: authAgent, h: s.handleMetrics})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -54,7 +53,7 @@ func addUsage(ub *bolt.Bucket, workflowName string, m workflow.Message) error {
 		return nil
 	}
 	k := usage.KeyOf(m.At, workflowName, m.Role, m.Agent, m.Adapter, m.Usage)
-	key := rowKey(k)
+	key := usage.RowKey(k)
 	var tot usage.Totals
 	if raw := ub.Get(key); raw != nil {
 		if err := json.Unmarshal(raw, &tot); err != nil {
@@ -69,28 +68,13 @@ func addUsage(ub *bolt.Bucket, workflowName string, m workflow.Message) error {
 	return ub.Put(key, raw)
 }
 
-// rowKey orders rows by day first, so a --since query seeks to its day.
-func rowKey(k usage.Key) []byte {
-	return bytes.Join([][]byte{[]byte(k.Day), []byte(k.Workflow), []byte(k.Role), []byte(k.Agent),
-		[]byte(k.Adapter), []byte(k.Model)}, []byte{0})
-}
-
-func parseRowKey(b []byte) (usage.Key, bool) {
-	p := bytes.Split(b, []byte{0})
-	if len(p) != 6 {
-		return usage.Key{}, false
-	}
-	return usage.Key{Day: string(p[0]), Workflow: string(p[1]), Role: string(p[2]), Agent: string(p[3]),
-		Adapter: string(p[4]), Model: string(p[5])}, true
-}
-
 // Usage returns the rollup rows f selects.
 func (s *Store) Usage(f usage.Filter) ([]usage.Row, error) {
 	var rows []usage.Row
 	err := s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketUsage).Cursor()
 		for k, v := c.Seek([]byte(f.Since)); k != nil; k, v = c.Next() {
-			key, ok := parseRowKey(k)
+			key, ok := usage.ParseRowKey(k)
 			if !ok || !f.Match(key) {
 				continue
 			}

@@ -24,3 +24,21 @@ func routeWithin(ctx context.Context, d *Definition, t *Thread, s State) (Decisi
 	}
 	return Route(ctx, d, s)
 }
+
+// UsageRows makes a thread's messages usage rollup rows, one per message
+// with usage that f selects: a thread's usage by any dimension.
+func UsageRows(workflowName string, msgs []Message, f usage.Filter) []usage.Row {
+	var rows []usage.Row
+	for _, m := range msgs {
+		if m.Usage == nil {
+			continue
+		}
+		r := usage.Row{Key: usage.KeyOf(m.At, workflowName, m.Role, m.Agent, m.Adapter, m.Usage)}
+		if !f.Match(r.Key) {
+			continue
+		}
+		r.Add(m.Usage)
+		rows = append(rows, r)
+	}
+	return rows
+}

@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
@@ -67,6 +68,23 @@ func (k Key) Dim(by string) string {
 		return k.Day
 	}
 	return ""
+}
+
+// RowKey encodes k as a storage key, day first, so a --since query
+// seeks to its day.
+func RowKey(k Key) []byte {
+	return bytes.Join([][]byte{[]byte(k.Day), []byte(k.Workflow), []byte(k.Role), []byte(k.Agent),
+		[]byte(k.Adapter), []byte(k.Model)}, []byte{0})
+}
+
+// ParseRowKey decodes RowKey.
+func ParseRowKey(b []byte) (Key, bool) {
+	p := bytes.Split(b, []byte{0})
+	if len(p) != 6 {
+		return Key{}, false
+	}
+	return Key{Day: string(p[0]), Workflow: string(p[1]), Role: string(p[2]), Agent: string(p[3]),
+		Adapter: string(p[4]), Model: string(p[5])}, true
 }
 
 // Row is one rollup row: the totals of every message with its key.

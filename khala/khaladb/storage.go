@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/nerve-agents/nerve/internal/usage"
+
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -75,6 +77,9 @@ type Storage interface {
 	// Due returns turns whose lease expired or whose idle time passed by
 	// now (at most limit), and the earliest future deadline (zero: none).
 	Due(ctx context.Context, now time.Time, limit int) ([]DueTurn, time.Time, error)
+	// Usage returns the usage rollup's rows f selects, kept as answers
+	// are written (ThreadChange.Spent), one per key.
+	Usage(ctx context.Context, f usage.Filter) ([]usage.Row, error)
 	// Stats counts what /metrics reports as gauges.
 	Stats(ctx context.Context) (Stats, error)
 

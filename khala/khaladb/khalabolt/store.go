@@ -34,7 +34,7 @@ var (
 	kNextHook   = []byte("next_hook")
 	kFormat     = []byte("format")
 
-	allBuckets = [][]byte{bMeta, bEnroll, bAgents, bTokens, bWorkflows, bSources, bThreads, bList, bIndex, bHooks, bHookDue}
+	allBuckets = [][]byte{bMeta, bEnroll, bAgents, bTokens, bWorkflows, bSources, bThreads, bList, bIndex, bHooks, bHookDue, bUsage}
 )
 
 // A thread's records share one key range (N first), and within it a

@@ -29,6 +29,7 @@ func Exercise(t *testing.T, open Opener) {
 		{"Events", Events},
 		{"Wakeups", Wakeups},
 		{"Workspace", Workspace},
+		{"UsageRollup", UsageRollup},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, open) })
 	}

@@ -1,0 +1,46 @@
+package khala
+
+import (
+	"slices"
+	"time"
+
+	"github.com/nerve-agents/nerve/internal/usage"
+	"github.com/nerve-agents/nerve/khala/khaladb"
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// spend counts answer m of c's thread in the thread's totals and, in the
+// same change, in the usage rollup.
+func spend(c *khaladb.ThreadChange, m workflow.Message) {
+	if m.Usage == nil {
+		return
+	}
+	c.Thread.Usage.Add(m.Usage)
+	r := usage.Row{Key: usage.KeyOf(m.At, c.Thread.Workflow, m.Role, m.Agent, m.Adapter, m.Usage)}
+	r.Add(m.Usage)
+	c.Spent = append(c.Spent, r)
+}
+
+// stopOverBudget reports whether c's thread, its answer to turn answered
+// recorded, has crossed a limit of def. Then nothing more starts: its
+// turns not claimed are cancelled, and claimed ones may finish (their
+// answers are recorded too); when none is left the thread fails with the
+// budget's reason. The moderator is not asked again.
+func stopOverBudget(def *workflow.Definition, v *khaladb.ThreadView, c *khaladb.ThreadChange, answered string, now time.Time) bool {
+	reason := workflow.OverBudget(def, &c.Thread.Thread)
+	if reason == "" {
+		return false
+	}
+	for _, t := range openTurns(v, answered) {
+		if t.State == khaladb.TurnClaimed {
+			continue
+		}
+		t.State = khaladb.TurnCancelled
+		setTurn(c, t)
+		c.Thread.Pending = slices.DeleteFunc(c.Thread.Pending, func(p workflow.Turn) bool { return p.Step == t.Step })
+	}
+	if len(c.Thread.Pending) == 0 {
+		endThread(c, workflow.StatusFailed, nil, reason, nil, now)
+	}
+	return true
+}
