@@ -8,10 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	nerve "github.com/nerve-agents/nerve"
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/remote"
-	"github.com/spf13/cobra"
 )
 
 type initOptions struct {

@@ -52,6 +52,8 @@ type threadJSON struct {
 	EndedAt   *time.Time     `json:"ended_at"`
 	// Workspace is {repo, base, branch, head}, null without one.
 	Workspace *workflow.Workspace `json:"workspace"`
+	// Usage is the thread's totals.
+	Usage usage.Totals `json:"usage"`
 }
 
 func newThreadJSON(remote string, t *workflow.Thread) threadJSON {
@@ -59,7 +61,7 @@ func newThreadJSON(remote string, t *workflow.Thread) threadJSON {
 		Ref: workflow.Ref{Remote: remote, Workflow: t.Workflow, Thread: t.ID}.String(),
 		ID:  t.ID, Workflow: t.Workflow, Status: t.Status, Step: t.Step, Input: t.Input,
 		Result: t.Result, Error: nullable(t.Error), CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
-		Workspace: t.Workspace,
+		Workspace: t.Workspace, Usage: t.Usage,
 	}
 	if !t.EndedAt.IsZero() {
 		j.EndedAt = &t.EndedAt

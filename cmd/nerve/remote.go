@@ -5,8 +5,9 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/nerve-agents/nerve/config"
 	"github.com/spf13/cobra"
+
+	"github.com/nerve-agents/nerve/config"
 )
 
 var remoteNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)

@@ -29,6 +29,7 @@ func newCmdRoot(f *Factory) *cobra.Command {
 		newCmdKnowledge(f),
 		newCmdMCP(f, nil),
 		newCmdWorkspace(f),
+		newCmdUsage(f, nil),
 	)
 	return root
 }
