@@ -34,7 +34,12 @@ nerve.yaml; an unknown cost is shown as such, never guessed.`,
   nerve usage code-review --by role --since 2026-11-01
   nerve usage origin/code-review#thread-7 --by agent --json
   nerve usage --remote origin --by day`,
-		Args: cobra.MaximumNArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageErrorf("see 'nerve usage --help'", "nerve usage takes at most one ref, got %d: %s", len(args), strings.Join(args, " "))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				opts.Ref = args[0]
