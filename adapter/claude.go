@@ -110,10 +110,10 @@ type claudeEvent struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"message"`
 	// result
-	IsError        bool    `json:"is_error"`
-	Result         string  `json:"result"`
+	IsError        bool     `json:"is_error"`
+	Result         string   `json:"result"`
 	TotalCostUSD   *float64 `json:"total_cost_usd"`
-	APIErrorStatus *int    `json:"api_error_status"`
+	APIErrorStatus *int     `json:"api_error_status"`
 	// Error is a string on Claude's assistant lines ("server_error") and
 	// an object {message} on Qwen's failed result, which has no result
 	// text.

@@ -43,7 +43,9 @@ func (c *client) usage(query string) usage.Report {
 	return r
 }
 
-func TestBudgetCrossedByTheLastTurnOfAParallelSet(t *testing.T) { eachBackend(t, testBudgetLastOfParallel) }
+func TestBudgetCrossedByTheLastTurnOfAParallelSet(t *testing.T) {
+	eachBackend(t, testBudgetLastOfParallel)
+}
 
 func testBudgetLastOfParallel(t *testing.T, bk backend) {
 	ts := bk.server(t)
