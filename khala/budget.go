@@ -44,3 +44,29 @@ func stopOverBudget(def *workflow.Definition, v *khaladb.ThreadView, c *khaladb.
 	}
 	return true
 }
+
+// expireOverBudget is expire for a thread that has crossed a limit of
+// def: the turn whose lease ran out is not queued again (nothing more
+// starts) but cancelled, and the thread fails once no claimed turn is
+// left. nil when the thread is within its limits (or the lease is not
+// out), for expire to deal with.
+func expireOverBudget(def *workflow.Definition, v *khaladb.ThreadView, d khaladb.DueTurn, now time.Time) *khaladb.ThreadChange {
+	t := v.Turn(d.Turn)
+	if t == nil || t.State != khaladb.TurnClaimed || t.Claim != d.Claim || now.Before(t.LeaseExpires) {
+		return nil
+	}
+	reason := workflow.OverBudget(def, &v.Thread.Thread)
+	if reason == "" {
+		return nil
+	}
+	c := &khaladb.ThreadChange{Thread: v.Thread}
+	c.Thread.UpdatedAt = now
+	c.Events = []workflow.Event{{At: now, Type: EventTurnExpired, Thread: t.Thread, Step: t.Step, Role: t.Role,
+		Agent: t.Agent, Turn: t.ID, Claim: t.Claim, Attempt: t.Attempt, Message: "lease expired; not queued again: " + reason}}
+	done := *t
+	done.State = khaladb.TurnCancelled
+	c.Turns = []khaladb.Turn{done}
+	c.Thread.Pending = slices.DeleteFunc(slices.Clone(c.Thread.Pending), func(p workflow.Turn) bool { return p.Step == t.Step })
+	stopOverBudget(def, v, c, t.ID, now)
+	return c
+}

@@ -2,6 +2,7 @@ package khala
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/nerve-agents/nerve/internal/usage"
@@ -135,5 +136,32 @@ func testBudgetStopsUnclaimed(t *testing.T, bk backend) {
 	th = a.thread(id)
 	if th.Status != workflow.StatusFailed || th.Error != "budget: 2,005 tokens of 1,000" || th.Usage.Messages != 2 {
 		t.Fatalf("thread %s %q %+v", th.Status, th.Error, th.Usage)
+	}
+}
+
+// A claimed turn whose lease runs out after its thread crossed a limit is
+// not queued again: the thread fails instead.
+func TestBudgetExpiredLeaseIsNotRequeued(t *testing.T) { eachBackend(t, testBudgetExpiredLease) }
+
+func testBudgetExpiredLease(t *testing.T, bk backend) {
+	ts := bk.server(t)
+	a := ts.agent("a")
+	a.putWorkflow(strings.Replace(trioWF, "  max_tokens: 1000\n", "  max_tokens: 1000\n  claim: 1s\n", 1))
+	id := a.start("trio", nil, "")
+	turns := a.claim(map[string]any{"max": 3, "wait": "5s"})
+	if len(turns) != 3 {
+		t.Fatalf("claimed %d turns", len(turns))
+	}
+	a.answerWith(turns[0], "codex", costing("gpt", 2000, 0))
+	waitFor(t, "the thread to fail", func() bool { return a.thread(id).Status != workflow.StatusRunning })
+	th := a.thread(id)
+	if th.Status != workflow.StatusFailed || th.Error != "budget: 2,000 tokens of 1,000" || len(th.Turns) != 0 {
+		t.Fatalf("thread %s %q, open %+v", th.Status, th.Error, th.Turns)
+	}
+	if got := a.claim(map[string]any{"max": 3}); len(got) != 0 {
+		t.Fatalf("an expired turn was queued again: %+v", got)
+	}
+	if types := eventTypes(a.trace(id)); strings.Count(types, "turn.queued") != 3 {
+		t.Fatalf("trace: %s", types)
 	}
 }

@@ -186,3 +186,6 @@ func TestThreadNumbersAfterReopen(t *testing.T) {
 		t.Fatalf("after reopen: %q, want thread-3 (after the last created thread-2)", id)
 	}
 }
+
+// The usage rollup's cost per answer commit (khaladbtest.BenchAnswerCommit).
+func BenchmarkAnswerCommit(b *testing.B) { khaladbtest.BenchAnswerCommit(b, openTestBolt(b)) }
