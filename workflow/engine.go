@@ -283,8 +283,7 @@ func (e *Engine) route(ctx context.Context, d *Definition, t *Thread, msgs []Mes
 		t.Step += len(dec.Turns)
 		u = Update{Thread: t}
 		for _, turn := range dec.Turns {
-			u.Events = append(u.Events, Event{Type: EventTurnStarted, Thread: t.ID, Step: turn.Step, Role: turn.Role,
-				Adapter: d.Roles[turn.Role].Adapter, Agent: e.Agent, At: e.now()})
+			u.Events = append(u.Events, startEvent(d, t, turn, e.Agent, e.now()))
 		}
 	}
 	if answered != nil {
