@@ -193,3 +193,28 @@ func WhoAnswers(answeredBy []string) string {
 	}
 	return strings.Join(answeredBy, " or ")
 }
+
+// Waiting is a human turn waiting for a person's answer: what `nerve
+// inbox`, a thread object's `waiting` and Khala's GET /v1/inbox show.
+type Waiting struct {
+	// Thread is the thread's id (thread-N); Ref, when known, its full
+	// ref (REMOTE/WORKFLOW#thread-N, WORKFLOW#thread-N locally).
+	Thread   string `json:"thread"`
+	Workflow string `json:"workflow"`
+	Ref      string `json:"ref,omitempty"`
+	// Turn is Khala's turn id (the answer endpoint's {turn}); "" locally.
+	Turn        string    `json:"turn,omitempty"`
+	Step        int       `json:"step"`
+	Role        string    `json:"role"`
+	Prompt      string    `json:"prompt"`
+	Instruction string    `json:"instruction"`
+	AnsweredBy  []string  `json:"answered_by"`
+	Meta        any       `json:"meta_schema"`
+	Since       time.Time `json:"since"`
+}
+
+// Answer is a person's answer to a human turn.
+type Answer struct {
+	Content string `json:"content"`
+	Meta    any    `json:"meta,omitempty"`
+}

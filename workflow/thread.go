@@ -34,6 +34,9 @@ type Thread struct {
 	Parent *Parent `json:"parent,omitempty"`
 	// Depth is 0 for a top-level thread, its parent's + 1 for a child.
 	Depth int `json:"depth"`
+	// Waiting lists its human turns waiting for an answer; filled when a
+	// thread is shown, not stored.
+	Waiting []Waiting `json:"waiting,omitempty"`
 	// Source is the definition the thread was started with, moderator
 	// inlined: a thread finishes under the rules it started with.
 	Source    []byte    `json:"source,omitempty"`
