@@ -105,7 +105,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.rdefs.defs = map[string]*workflow.Definition{}
 	d.rdefs.byThread = map[string]*workflow.Definition{}
 
-	srv := &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second, ConnContext: withConn}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	logger.Info("daemon started", "pid", os.Getpid(), "home", paths.Home, "version", opts.Version)
