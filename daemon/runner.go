@@ -22,7 +22,7 @@ type runner struct {
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	threads  map[string]context.CancelCauseFunc
-	active   map[string]ActiveTurn // key thread/step
+	active   map[string]ActiveTurn       // key thread/step
 	waiting  map[string]workflow.Waiting // human turns, key thread/step
 	groups   map[int]string              // running adapters' process groups: "thread-3 step 2"
 	draining bool
@@ -37,7 +37,7 @@ type runner struct {
 func newRunner(d *Daemon, ctx context.Context) *runner {
 	r := &runner{d: d, ctx: ctx, threads: map[string]context.CancelCauseFunc{},
 		active: map[string]ActiveTurn{}, waiting: map[string]workflow.Waiting{}, groups: map[int]string{},
-		idle: make(chan struct{}),
+		idle:  make(chan struct{}),
 		snaps: newSnapshots(d.paths.Snapshots()), ws: &workspace.Manager{Home: d.paths.Home}}
 	r.hist = newHistories(r.snaps.remove)
 	r.exec = newExecutor(d, r)
