@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"github.com/nerve-agents/nerve/store"
 	"github.com/nerve-agents/nerve/workflow"
@@ -86,9 +85,6 @@ func (r *runner) startChild(ctx context.Context, t *workflow.Thread, link *workf
 	if err != nil {
 		return nil, fmt.Errorf("child workflow %s: %w", name, err)
 	}
-	ref := workflow.Ref{Workflow: child.Workflow, Thread: child.ID}.String()
-	_ = r.d.store.AppendEvents(t.ID, workflow.Event{Type: workflow.EventChildStarted, Step: link.Step,
-		Message: ref, Agent: r.d.config().Agent.Name, At: time.Now().UTC()})
 	r.d.log.Info("child thread started", "parent", t.ID, "child", child.ID, "workflow", name)
 	return child, nil
 }

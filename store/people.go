@@ -88,9 +88,10 @@ func (s *Store) Answer(thread string, step int) (*workflow.Message, error) {
 	return m, err
 }
 
-// indexChild records t, a child thread, under its parent; in the
-// transaction that creates it, so a parent that resumes after a crash finds
-// the child it started rather than starting another.
+// indexChild records t, a child thread, under its parent with a
+// child.started event in the parent's trace; in the transaction that
+// creates it, so a parent that resumes after a crash finds the child it
+// started rather than starting another.
 func indexChild(tx *bolt.Tx, t *workflow.Thread) error {
 	if t.Parent == nil {
 		return nil
@@ -99,7 +100,11 @@ func indexChild(tx *bolt.Tx, t *workflow.Thread) error {
 	if err != nil {
 		return err
 	}
-	return b.Put(append(u64(uint64(t.Parent.Step)), t.ID...), nil)
+	if err := b.Put(append(u64(uint64(t.Parent.Step)), t.ID...), nil); err != nil {
+		return err
+	}
+	return putEvents(tx, t.Parent.Thread, []workflow.Event{{Type: workflow.EventChildStarted, Step: t.Parent.Step,
+		Message: workflow.Ref{Workflow: t.Workflow, Thread: t.ID}.String(), At: t.CreatedAt}})
 }
 
 // Child is a child thread of parent: its id and the step waiting for it.

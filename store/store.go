@@ -108,6 +108,9 @@ func (s *Store) CreateThreadWith(t *workflow.Thread, prepare func(*workflow.Thre
 	})
 	if err == nil {
 		s.wake(t.ID)
+		if t.Parent != nil {
+			s.wake(t.Parent.Thread)
+		}
 	}
 	return err
 }
