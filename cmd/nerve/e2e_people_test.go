@@ -54,9 +54,9 @@ func TestE2EHumanTurnLocal(t *testing.T) {
 		{"thread", "answer", "release#thread-1", "ok", "--meta", `{nope`},               // not JSON
 		{"thread", "answer", "release#thread-1", "ok", "--meta", `[true]`},              // not an object
 		{"thread", "answer", "release#thread-1", "ok", "--file", "x", "--meta", `{"approved": true}`},
-		{"thread", "answer", "release#thread-1"},                                  // empty
-		{"thread", "answer", "release", "ok"},                                     // no thread
-		{"thread", "answer", "release#thread-9", "ok"},                            // unknown thread
+		{"thread", "answer", "release#thread-1"},                                                      // empty
+		{"thread", "answer", "release", "ok"},                                                         // no thread
+		{"thread", "answer", "release#thread-9", "ok"},                                                // unknown thread
 		{"thread", "answer", "release#thread-1", "ok", "--step", "1", "--meta", `{"approved": true}`}, // not waiting
 	} {
 		r := e.run(bad...)
