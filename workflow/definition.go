@@ -58,10 +58,14 @@ type Input struct {
 
 // Role is who acts in a workflow.
 type Role struct {
-	Adapter string         `yaml:"adapter" json:"adapter,omitempty"`
-	Prompt  string         `yaml:"prompt" json:"prompt"`
-	Meta    map[string]any `yaml:"meta" json:"meta,omitempty"`
-	Context *RoleContext   `yaml:"context" json:"context,omitempty"`
+	Adapter string `yaml:"adapter" json:"adapter,omitempty"`
+	// Human roles are answered by a person (nerve thread answer), never by
+	// an agent; AnsweredBy, in a cloud workflow, names who may.
+	Human      bool           `yaml:"human" json:"human,omitempty"`
+	AnsweredBy []string       `yaml:"answered_by" json:"answered_by,omitempty"`
+	Prompt     string         `yaml:"prompt" json:"prompt"`
+	Meta       map[string]any `yaml:"meta" json:"meta,omitempty"`
+	Context    *RoleContext   `yaml:"context" json:"context,omitempty"`
 
 	schema *jsonschema.Schema
 }
@@ -167,9 +171,7 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 		if strings.TrimSpace(r.Prompt) == "" {
 			bad(p+".prompt", "is required")
 		}
-		if d.Binding == BindingLocal && r.Adapter == "" {
-			bad(p+".adapter", "a local workflow's role needs an adapter")
-		}
+		checkPeople(d.Binding, p, r, bad)
 		if r.Context != nil && r.Context.Last < 0 {
 			bad(p+".context.last", "must not be negative")
 		}

@@ -18,4 +18,14 @@
 // is asked. The moderator's document has `workspace`, and each message
 // `commit` and `changes` (null when absent), when the thread has a
 // workspace; a thread without one costs nothing more than before.
+//
+// # People and child workflows
+//
+// A role with `human: true` is answered by a person: the engine records a
+// turn.waiting event for it and the caller's TurnFunc waits for the answer
+// (CheckAnswer validates it first). A moderator's {"workflow", "input",
+// "role"?} is a child turn (Turn.IsChild): the caller starts a child
+// thread (Thread.Parent, Depth; CheckDepth) and its result becomes the
+// step's message (Message.Child). Who waits, and where answers and
+// children live, is the daemon's and Khala's business.
 package workflow

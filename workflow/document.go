@@ -75,6 +75,9 @@ func (m *Message) document(ws bool) map[string]any {
 	if m.Usage != nil {
 		doc["usage"] = plain(m.Usage)
 	}
+	if m.Child != "" {
+		doc["child"] = m.Child
+	}
 	if ws || m.Commit != "" || m.Changes != nil {
 		doc["commit"], doc["changes"] = jsonNull, jsonNull
 		if m.Commit != "" {

@@ -265,10 +265,19 @@ func (e *Engine) runPending(ctx context.Context, d *Definition, t *Thread, msgs 
 // route asks the moderator what follows msgs and returns the update that
 // records it; answered, when set, is stored in the same transaction.
 func (e *Engine) route(ctx context.Context, d *Definition, t *Thread, msgs []Message, answered *Message) (Update, error) {
-	dec, err := routeWithin(ctx, d, t, NewState(t, msgs).WithCache(&e.docs))
-	var re *RoutingError
-	var u Update
+	var (
+		dec Decision
+		err error
+		re  *RoutingError
+		u   Update
+	)
+	refused := spawnRefused(t, msgs)
+	if refused == "" {
+		dec, err = routeWithin(ctx, d, t, NewState(t, msgs).WithCache(&e.docs))
+	}
 	switch {
+	case refused != "":
+		u = e.end(t, StatusFailed, nil, refused)
 	case errors.As(err, &re):
 		u = e.end(t, StatusFailed, nil, re.Error())
 	case err != nil:
@@ -284,8 +293,7 @@ func (e *Engine) route(ctx context.Context, d *Definition, t *Thread, msgs []Mes
 		t.Step += len(dec.Turns)
 		u = Update{Thread: t}
 		for _, turn := range dec.Turns {
-			u.Events = append(u.Events, Event{Type: EventTurnStarted, Thread: t.ID, Step: turn.Step, Role: turn.Role,
-				Adapter: d.Roles[turn.Role].Adapter, Agent: e.Agent, At: e.now()})
+			u.Events = append(u.Events, startEvent(d, t, turn, e.Agent, e.now()))
 		}
 	}
 	if answered != nil {

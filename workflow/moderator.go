@@ -147,13 +147,16 @@ func decide(d *Definition, out any) (Decision, string) {
 		}
 		return dec, ""
 	case nil:
-		return Decision{}, "returned nothing; return {role, instruction}, an array of them, {done: true} or {fail: reason}"
+		return Decision{}, "returned nothing; return {role, instruction}, {workflow, input}, an array of them, {done: true} or {fail: reason}"
 	default:
 		return Decision{}, fmt.Sprintf("returned %s; want {role, instruction}, an array of them, {done: true} or {fail: reason}", short(out))
 	}
 }
 
 func turnOf(d *Definition, v map[string]any) (Turn, string) {
+	if _, ok := v["workflow"]; ok {
+		return childOf(v)
+	}
 	role, ok := v["role"].(string)
 	if !ok {
 		return Turn{}, fmt.Sprintf("returned %s: no role (want {role, instruction}, {done: true} or {fail: reason})", short(v))

@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,7 +40,7 @@ func TestRouteShapes(t *testing.T) {
 		check func(Decision) bool
 	}{
 		{`{"role": "a", "instruction": "go " & input.x}`, func(d Decision) bool {
-			return len(d.Turns) == 1 && d.Turns[0] == Turn{Step: 1, Role: "a", Instruction: "go 1"}
+			return len(d.Turns) == 1 && reflect.DeepEqual(d.Turns[0], Turn{Step: 1, Role: "a", Instruction: "go 1"})
 		}},
 		{`[{"role": "a", "instruction": "1"}, {"role": "b", "instruction": "2"}]`, func(d Decision) bool {
 			return len(d.Turns) == 2 && d.Turns[1].Step == 2 && d.Turns[1].Role == "b"

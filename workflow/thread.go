@@ -30,6 +30,19 @@ type Thread struct {
 	Workdir string `json:"workdir,omitempty"`
 	// Workspace is the thread's git workspace; null when it has none.
 	Workspace *Workspace `json:"workspace"`
+	// Parent links a child thread to its parent; nil for a top-level one.
+	Parent *Parent `json:"parent,omitempty"`
+	// Depth is 0 for a top-level thread, its parent's + 1 for a child.
+	Depth int `json:"depth"`
+	// Defs is the directory of the definition file a local thread was
+	// started from: where its children's workflows are looked for first.
+	Defs string `json:"defs,omitempty"`
+	// Children counts its child threads by status; filled when a thread is
+	// shown, not stored.
+	Children *Children `json:"children,omitempty"`
+	// Waiting lists its human turns waiting for an answer; filled when a
+	// thread is shown, not stored.
+	Waiting []Waiting `json:"waiting,omitempty"`
 	// Source is the definition the thread was started with, moderator
 	// inlined: a thread finishes under the rules it started with.
 	Source []byte `json:"source,omitempty"`
@@ -50,6 +63,10 @@ type Turn struct {
 	Step        int    `json:"step"`
 	Role        string `json:"role"`
 	Instruction string `json:"instruction"`
+	// Workflow and Input make the turn a child thread of that workflow
+	// (Role is then the step's label); see IsChild.
+	Workflow string         `json:"workflow,omitempty"`
+	Input    map[string]any `json:"input,omitempty"`
 }
 
 // Message is what a turn produced, in the shape the moderator sees.
@@ -70,6 +87,8 @@ type Message struct {
 	// before; the moderator sees null.
 	Commit  string   `json:"commit,omitempty"`
 	Changes *Changes `json:"changes,omitempty"`
+	// Child is the ref of the child thread whose result this message is.
+	Child string `json:"child,omitempty"`
 }
 
 // MessageError says why a turn's answer is not what was asked for. The
