@@ -93,6 +93,7 @@ func Open(path string, timeout time.Duration) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
+		fillUsage := tx.Bucket(bUsage) == nil && tx.Bucket(bThreads) != nil
 		for _, b := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
@@ -106,6 +107,9 @@ func Open(path string, timeout time.Duration) (*Store, error) {
 			return meta.Put(kFormat, []byte{storeFormat})
 		case len(v) != 1 || v[0] != storeFormat:
 			return fmt.Errorf("%w: record format %x, this nerve reads format %d", errBadRecord, v, storeFormat)
+		}
+		if fillUsage {
+			return fillUsageRollup(tx)
 		}
 		return nil
 	})
