@@ -85,6 +85,7 @@ func answer(ctx context.Context, defs *defCache, docs *workflow.DocCache, v *kha
 	// The branch is at the answer's commit on the shared remote: the agent
 	// pushed it (with a lease on the head it started from) before answering.
 	c.Thread.Workspace = movedHead(c.Thread.Workspace, m.Commit)
+	c.Thread.RecountUsage(v.Messages)
 	spend(c, m)
 	if stopOverBudget(def, v, c, t.ID, now) {
 		return c, nil

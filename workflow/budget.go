@@ -42,3 +42,17 @@ func UsageRows(workflowName string, msgs []Message, f usage.Filter) []usage.Row 
 	}
 	return rows
 }
+
+// RecountUsage sets t's totals from its messages (in the store) when it
+// has none counted while they have usage: a thread recorded before totals
+// were kept, so its budget holds after an upgrade too.
+func (t *Thread) RecountUsage(msgs []Message) {
+	if t.Usage.Messages > 0 {
+		return
+	}
+	var tot usage.Totals
+	for i := range msgs {
+		tot.Add(msgs[i].Usage)
+	}
+	t.Usage = tot
+}

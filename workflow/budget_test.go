@@ -106,3 +106,24 @@ func parseWith(t testing.TB, moderator, limits string) *workflow.Definition {
 	}
 	return d
 }
+
+// A thread stored before totals were kept gets them from its messages
+// when it resumes, and its budget holds.
+func TestBudgetOfAThreadFromBeforeTotals(t *testing.T) {
+	st := openStore(t)
+	d := parseWith(t, `{"role": "a"}`, "max_tokens: 25")
+	th := newThread(t, st, d)
+	th.Step, th.Pending = 2, []workflow.Turn{{Step: 2, Role: "a"}}
+	old := workflow.Message{Step: 1, Role: "a", Content: "x", Usage: &usage.Usage{InputTokens: usage.Int(20)}}
+	if err := st.Commit(workflow.Update{Thread: th, Messages: []workflow.Message{old}}); err != nil {
+		t.Fatal(err)
+	}
+	th.Usage = usage.Totals{} // as a record from before totals has it
+	e := &workflow.Engine{Store: st, Turn: spending(nil, 10), Agent: "test-agent"}
+	if err := e.Run(context.Background(), d, th); err != nil {
+		t.Fatal(err)
+	}
+	if th.Status != workflow.StatusFailed || th.Error != "budget: 30 tokens of 25" || th.Usage.Messages != 2 {
+		t.Fatalf("thread %s %q %+v", th.Status, th.Error, th.Usage)
+	}
+}

@@ -87,6 +87,7 @@ func (e *Engine) Run(ctx context.Context, d *Definition, t *Thread) error {
 	if err != nil {
 		return err
 	}
+	t.RecountUsage(msgs)
 	if allAnswered(t.Pending, msgs) {
 		// A round whose last answer is stored but not routed (routing was
 		// interrupted) is settled again: Merge is idempotent.
