@@ -9,11 +9,10 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
-
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/daemon"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 type daemonOptions struct {

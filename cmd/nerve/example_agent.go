@@ -7,9 +7,8 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/spf13/cobra"
-
 	"github.com/nerve-agents/nerve/workflow"
+	"github.com/spf13/cobra"
 )
 
 // newCmdExampleAgent is the deterministic agent of the examples, so they

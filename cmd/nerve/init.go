@@ -8,11 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/spf13/cobra"
-
 	nerve "github.com/nerve-agents/nerve"
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/remote"
+	"github.com/spf13/cobra"
 )
 
 type initOptions struct {

@@ -16,10 +16,9 @@ import (
 	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
 
 	"github.com/charmbracelet/log"
-	"github.com/spf13/cobra"
-
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/khala"
+	"github.com/spf13/cobra"
 )
 
 // envKhalaPostgres gives the PostgreSQL DSN without putting its password

@@ -5,9 +5,8 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/spf13/cobra"
-
 	"github.com/nerve-agents/nerve/config"
+	"github.com/spf13/cobra"
 )
 
 var remoteNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)

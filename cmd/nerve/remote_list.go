@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"text/tabwriter"
 
-	"github.com/spf13/cobra"
-
 	"github.com/nerve-agents/nerve/remote"
+	"github.com/spf13/cobra"
 )
 
 type remoteListOptions struct {

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"text/tabwriter"
 
-	"github.com/spf13/cobra"
-
 	"github.com/nerve-agents/nerve/workflow"
+	"github.com/spf13/cobra"
 )
 
 type workflowListOptions struct {

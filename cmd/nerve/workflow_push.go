@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/spf13/cobra"
-
 	"github.com/nerve-agents/nerve/workflow"
+	"github.com/spf13/cobra"
 )
 
 type workflowPushOptions struct {

@@ -8,11 +8,10 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/spf13/cobra"
-
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/workflow"
 	"github.com/nerve-agents/nerve/workspace"
+	"github.com/spf13/cobra"
 )
 
 func newCmdWorkspace(f *Factory) *cobra.Command {
