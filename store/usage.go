@@ -56,12 +56,12 @@ func addUsage(ub *bolt.Bucket, workflowName string, m workflow.Message) error {
 	key := usage.RowKey(k)
 	var tot usage.Totals
 	if raw := ub.Get(key); raw != nil {
-		if err := json.Unmarshal(raw, &tot); err != nil {
+		if err := tot.UnmarshalBinary(raw); err != nil {
 			return err
 		}
 	}
 	tot.Add(m.Usage)
-	raw, err := json.Marshal(tot)
+	raw, err := tot.AppendBinary(nil)
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func (s *Store) Usage(f usage.Filter) ([]usage.Row, error) {
 				continue
 			}
 			r := usage.Row{Key: key}
-			if err := json.Unmarshal(v, &r.Totals); err != nil {
+			if err := r.Totals.UnmarshalBinary(v); err != nil {
 				return err
 			}
 			rows = append(rows, r)

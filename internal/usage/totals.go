@@ -1,7 +1,9 @@
 package usage
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -110,4 +112,34 @@ func (l Limits) Exceeded(t Totals) string {
 		return fmt.Sprintf("budget: %s tokens of %s", Count(t.Tokens()), Count(l.MaxTokens))
 	}
 	return ""
+}
+
+// totalsSize is the length of Totals' binary form.
+const totalsSize = 7 * 8
+
+// AppendBinary appends t's binary form (how the stores keep a rollup row:
+// cheap to read and write inside a write transaction).
+func (t Totals) AppendBinary(b []byte) ([]byte, error) {
+	cost := math.NaN() // no cost known
+	if t.CostUSD != nil {
+		cost = *t.CostUSD
+	}
+	for _, v := range []uint64{uint64(t.Messages), uint64(t.InputTokens), uint64(t.OutputTokens),
+		uint64(t.CacheReadTokens), math.Float64bits(cost), uint64(t.Unpriced), uint64(t.DurationMS)} {
+		b = binary.BigEndian.AppendUint64(b, v)
+	}
+	return b, nil
+}
+
+// UnmarshalBinary reads AppendBinary's form.
+func (t *Totals) UnmarshalBinary(b []byte) error {
+	if len(b) != totalsSize {
+		return fmt.Errorf("usage totals: %d bytes, want %d", len(b), totalsSize)
+	}
+	v := func(i int) int64 { return int64(binary.BigEndian.Uint64(b[8*i:])) }
+	*t = Totals{Messages: v(0), InputTokens: v(1), OutputTokens: v(2), CacheReadTokens: v(3), Unpriced: v(5), DurationMS: v(6)}
+	if c := math.Float64frombits(uint64(v(4))); !math.IsNaN(c) {
+		t.CostUSD = &c
+	}
+	return nil
 }

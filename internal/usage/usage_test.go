@@ -120,3 +120,19 @@ func TestBuild(t *testing.T) {
 		t.Error("a --since that is not a date passed")
 	}
 }
+
+func TestTotalsBinary(t *testing.T) {
+	for _, tot := range []Totals{{}, {Messages: 3, InputTokens: 1 << 40, OutputTokens: 7, CacheReadTokens: 9, CostUSD: Float(0), Unpriced: 1, DurationMS: 5},
+		{Messages: 1, CostUSD: Float(5.12)}} {
+		b, _ := tot.AppendBinary(nil)
+		var back Totals
+		if err := back.UnmarshalBinary(b); err != nil || mustTotals(back) != mustTotals(tot) {
+			t.Fatalf("%s -> %s (%v)", mustTotals(tot), mustTotals(back), err)
+		}
+	}
+	if err := new(Totals).UnmarshalBinary([]byte{1, 2}); err == nil {
+		t.Fatal("a short record was read")
+	}
+}
+
+func mustTotals(t Totals) string { b, _ := json.Marshal(t); return string(b) }

@@ -12,7 +12,7 @@ import (
 	"github.com/nerve-agents/nerve/workflow"
 )
 
-// bUsage is the usage rollup: usage.RowKey -> usage.Totals (JSON), added
+// bUsage is the usage rollup: usage.RowKey -> usage.Totals (binary), added
 // to in the transaction that records each answer.
 var bUsage = []byte("usage")
 
@@ -26,12 +26,12 @@ func addSpent(tx *bolt.Tx, rows []usage.Row) error {
 		key := usage.RowKey(r.Key)
 		var tot usage.Totals
 		if raw := ub.Get(key); raw != nil {
-			if err := json.Unmarshal(raw, &tot); err != nil {
+			if err := tot.UnmarshalBinary(raw); err != nil {
 				return err
 			}
 		}
 		tot.Merge(r.Totals)
-		raw, err := json.Marshal(tot)
+		raw, err := tot.AppendBinary(nil)
 		if err != nil {
 			return err
 		}
@@ -53,7 +53,7 @@ func (b *Store) Usage(ctx context.Context, f usage.Filter) ([]usage.Row, error) 
 				continue
 			}
 			r := usage.Row{Key: key}
-			if err := json.Unmarshal(v, &r.Totals); err != nil {
+			if err := r.Totals.UnmarshalBinary(v); err != nil {
 				return err
 			}
 			rows = append(rows, r)
