@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nerve-agents/nerve/khala/api"
 )
@@ -105,12 +107,14 @@ func benchThroughputAnswering(b *testing.B, bk backend, answer func(*client, api
 	}
 	agents[0].putWorkflow(relayWF)
 	total := 0
+	var cpu time.Duration
 	for b.Loop() {
 		b.StopTimer()
 		for range 1000 {
 			agents[0].start("relay", map[string]any{"turns": 4}, "")
 		}
 		b.StartTimer()
+		cpu0 := processCPU()
 		var answered atomic.Int64
 		var wg sync.WaitGroup
 		for _, a := range agents {
@@ -127,7 +131,18 @@ func benchThroughputAnswering(b *testing.B, bk backend, answer func(*client, api
 			})
 		}
 		wg.Wait()
+		cpu += processCPU() - cpu0
 		total += 4000
 	}
 	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "turns/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(total), "cpu-µs/turn")
+}
+
+// processCPU is the CPU time this process (server and agents: one
+// process) has used, user and system: steadier than wall time on a
+// shared machine. A PostgreSQL server's own is not in it.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

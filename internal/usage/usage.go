@@ -2,6 +2,9 @@ package usage
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
 	"time"
 )
 
@@ -54,65 +57,105 @@ func val[T int64 | float64](p *T) T {
 	return *p
 }
 
-// wire is Usage's JSON: every key present, null when unknown.
+// MarshalJSON writes every key, null for what is unknown. It is written
+// out by hand: a message's usage is encoded with every answer Khala
+// records and decoded with every read of its thread.
+func (u Usage) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 192)
+	b = append(b, `{"model":`...)
+	b = appendString(b, u.Model)
+	b = append(b, `,"input_tokens":`...)
+	b = appendInt(b, u.InputTokens)
+	b = append(b, `,"output_tokens":`...)
+	b = appendInt(b, u.OutputTokens)
+	b = append(b, `,"cache_read_tokens":`...)
+	b = appendInt(b, u.CacheReadTokens)
+	b = append(b, `,"cost_usd":`...)
+	if u.CostUSD == nil || math.IsNaN(*u.CostUSD) || math.IsInf(*u.CostUSD, 0) {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendFloat(b, *u.CostUSD, 'g', -1, 64)
+	}
+	b = append(b, `,"duration_ms":`...)
+	b = strconv.AppendInt(b, u.DurationMS, 10)
+	b = append(b, `,"session_id":`...)
+	b = appendString(b, u.SessionID)
+	b = append(b, `,"tool_errors":`...)
+	b = strconv.AppendInt(b, int64(u.ToolErrors), 10)
+	return append(b, '}'), nil
+}
+
+// appendString appends s as a JSON string, null when empty.
+func appendString(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, "null"...)
+	}
+	q, _ := json.Marshal(s) // escapes as encoding/json does; cannot fail
+	return append(b, q...)
+}
+
+func appendInt(b []byte, p *int64) []byte {
+	if p == nil {
+		return append(b, "null"...)
+	}
+	return strconv.AppendInt(b, *p, 10)
+}
+
+// wire is Usage's JSON as read: the normalised keys, and cached_tokens of
+// records written before usage was normalised (when zero figures were
+// left out). cache_read_tokens says which a record is: new ones always
+// have it, null or not.
 type wire struct {
 	Model           *string  `json:"model"`
 	InputTokens     *int64   `json:"input_tokens"`
 	OutputTokens    *int64   `json:"output_tokens"`
-	CacheReadTokens *int64   `json:"cache_read_tokens"`
+	CacheReadTokens present  `json:"cache_read_tokens"`
 	CostUSD         *float64 `json:"cost_usd"`
 	DurationMS      int64    `json:"duration_ms"`
 	SessionID       *string  `json:"session_id"`
 	ToolErrors      int      `json:"tool_errors"`
+	CachedTokens    *int64   `json:"cached_tokens"`
 }
 
-// legacy holds the keys of records written before usage was normalised:
-// cached_tokens was cache_read_tokens, and zero figures were left out.
-type legacy struct {
-	wire
-	CachedTokens *int64          `json:"cached_tokens"`
-	CacheRead    json.RawMessage `json:"cache_read_tokens"`
+// present is a count that remembers whether its key was there at all.
+type present struct {
+	set bool
+	n   *int64
 }
 
-// MarshalJSON writes every key, null for what is unknown.
-func (u Usage) MarshalJSON() ([]byte, error) {
-	w := wire{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens,
-		CostUSD: u.CostUSD, DurationMS: u.DurationMS, ToolErrors: u.ToolErrors}
-	if u.Model != "" {
-		w.Model = &u.Model
+func (p *present) UnmarshalJSON(b []byte) error {
+	p.set = true
+	if string(b) == "null" {
+		return nil
 	}
-	if u.SessionID != "" {
-		w.SessionID = &u.SessionID
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf("cache_read_tokens: %s is not a whole number", b)
 	}
-	return json.Marshal(w)
+	p.n = &n
+	return nil
 }
 
 // UnmarshalJSON reads the normalised shape and the one stored before it.
 func (u *Usage) UnmarshalJSON(data []byte) error {
-	var l legacy
-	if err := json.Unmarshal(data, &l); err != nil {
+	var w wire
+	if err := json.Unmarshal(data, &w); err != nil {
 		return err
 	}
-	w := l.wire
-	if l.CacheRead != nil {
-		// The outer key shadows the embedded one.
-		if err := json.Unmarshal(l.CacheRead, &w.CacheReadTokens); err != nil {
-			return err
-		}
-	} else {
+	*u = Usage{InputTokens: w.InputTokens, OutputTokens: w.OutputTokens, CacheReadTokens: w.CacheReadTokens.n,
+		CostUSD: w.CostUSD, DurationMS: w.DurationMS, ToolErrors: w.ToolErrors}
+	if !w.CacheReadTokens.set {
 		// An old record: its token figures were left out when zero, and
 		// it had some when the CLI reported any.
-		w.CacheReadTokens = l.CachedTokens
-		if w.InputTokens != nil || w.OutputTokens != nil || w.CacheReadTokens != nil {
-			for _, p := range []**int64{&w.InputTokens, &w.OutputTokens, &w.CacheReadTokens} {
+		u.CacheReadTokens = w.CachedTokens
+		if u.InputTokens != nil || u.OutputTokens != nil || u.CacheReadTokens != nil {
+			for _, p := range []**int64{&u.InputTokens, &u.OutputTokens, &u.CacheReadTokens} {
 				if *p == nil {
 					*p = Int(0)
 				}
 			}
 		}
 	}
-	*u = Usage{InputTokens: w.InputTokens, OutputTokens: w.OutputTokens, CacheReadTokens: w.CacheReadTokens,
-		CostUSD: w.CostUSD, DurationMS: w.DurationMS, ToolErrors: w.ToolErrors}
 	if w.Model != nil {
 		u.Model = *w.Model
 	}

@@ -136,3 +136,18 @@ func TestTotalsBinary(t *testing.T) {
 }
 
 func mustTotals(t Totals) string { b, _ := json.Marshal(t); return string(b) }
+
+func TestJSONEscapesAndCosts(t *testing.T) {
+	u := Usage{Model: "a \"quoted\" <model>\n", SessionID: "s", CostUSD: Float(1e-7), InputTokens: Int(-1)}
+	b, err := json.Marshal(u)
+	if err != nil || !json.Valid(b) {
+		t.Fatalf("%s %v", b, err)
+	}
+	var back Usage
+	if err := json.Unmarshal(b, &back); err != nil || !back.Equal(u) {
+		t.Fatalf("round trip %s: %v", b, err)
+	}
+	if err := json.Unmarshal([]byte(`{"cache_read_tokens":"lots"}`), &back); err == nil {
+		t.Fatal("a cache_read_tokens that is not a number was read")
+	}
+}
