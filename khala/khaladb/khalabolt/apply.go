@@ -247,6 +247,14 @@ func turnIndex(n uint64, step int, h turnHead) [][]byte {
 		return keys
 	case khaladb.TurnClaimed:
 		return [][]byte{ixKey(ixLease, h.LeaseExpires, n, step)}
+	case khaladb.TurnWaiting:
+		keys := [][]byte{ixKey(ixWaiting, h.FirstQueued, n, step)}
+		if !h.IdleAt.IsZero() {
+			keys = append(keys, ixKey(ixIdle, h.IdleAt, n, step))
+		}
+		return keys
+	case khaladb.TurnChild:
+		return [][]byte{ixKey(ixChild, h.LeaseExpires, n, step)}
 	}
 	return nil
 }
