@@ -134,7 +134,7 @@ func FuzzModeratorInput(f *testing.F) {
 	defs.put(hash, def)
 	f.Fuzz(func(t *testing.T, content string, meta []byte, errMsg string) {
 		now := time.Now().UTC()
-		c, err := startThread(context.Background(), def, hash, "thread-1", map[string]any{}, nil, "", "fuzzer", now)
+		c, err := startThread(context.Background(), def, hash, "thread-1", map[string]any{}, nil, "", "fuzzer", nil, 0, routing{ids: &reservedIDs{}}, now)
 		if err != nil || len(c.Turns) != 1 {
 			t.Fatalf("start: %v %+v", err, c)
 		}
@@ -148,7 +148,7 @@ func FuzzModeratorInput(f *testing.F) {
 		if errMsg != "" {
 			m.Error = &workflow.MessageError{Kind: "agent", Message: errMsg}
 		}
-		ch, err := answer(context.Background(), defs, nil, v, tk.ID, answerRequest{Claim: "claim", Agent: "fuzzer", Message: m}, now)
+		ch, err := answer(context.Background(), defs, nil, v, tk.ID, answerRequest{Claim: "claim", Agent: "fuzzer", Message: m}, routing{ids: &reservedIDs{}}, now)
 		if err != nil {
 			t.Fatalf("answer: %v", err)
 		}

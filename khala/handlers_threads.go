@@ -1,10 +1,12 @@
 package khala
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -20,6 +22,48 @@ type threadJSON struct {
 	*workflow.Thread
 	Initiator string     `json:"initiator,omitempty"`
 	Turns     []turnJSON `json:"turns,omitempty"`
+	// Children counts the child threads by status and lists them; null
+	// when the thread started none.
+	Children *childrenJSON `json:"children"`
+}
+
+// childrenJSON is a thread's children: counts by status, and each one.
+type childrenJSON struct {
+	Running   int         `json:"running"`
+	Completed int         `json:"completed"`
+	Failed    int         `json:"failed"`
+	Cancelled int         `json:"cancelled"`
+	Threads   []childJSON `json:"threads"`
+}
+
+type childJSON struct {
+	Ref      string `json:"ref"`
+	Thread   string `json:"thread"`
+	Workflow string `json:"workflow"`
+	Step     int    `json:"step"` // the parent's step that waits for it; 0: none
+	Status   string `json:"status"`
+}
+
+func newChildrenJSON(links []khaladb.ChildLink) *childrenJSON {
+	if len(links) == 0 {
+		return nil
+	}
+	out := &childrenJSON{Threads: make([]childJSON, 0, len(links))}
+	for _, l := range links {
+		switch l.Status {
+		case workflow.StatusRunning:
+			out.Running++
+		case workflow.StatusCompleted:
+			out.Completed++
+		case workflow.StatusFailed:
+			out.Failed++
+		case workflow.StatusCancelled:
+			out.Cancelled++
+		}
+		out.Threads = append(out.Threads, childJSON{Ref: l.Workflow + "#" + l.Thread, Thread: l.Thread, Workflow: l.Workflow,
+			Step: l.Step, Status: l.Status})
+	}
+	return out
 }
 
 type turnJSON struct {
@@ -29,6 +73,7 @@ type turnJSON struct {
 	State        string    `json:"state"`
 	Attempt      int       `json:"attempt"`
 	Agent        string    `json:"agent,omitempty"`
+	Child        string    `json:"child,omitempty"` // a child turn's thread
 	QueuedAt     time.Time `json:"queued_at"`
 	LeaseExpires time.Time `json:"lease_expires_at,omitzero"`
 }
@@ -36,14 +81,50 @@ type turnJSON struct {
 func newThreadJSON(t khaladb.Thread, turns []khaladb.Turn) threadJSON {
 	wt := t.Thread
 	wt.Source = nil
-	out := threadJSON{Thread: &wt, Initiator: t.Initiator}
+	out := threadJSON{Thread: &wt, Initiator: t.Initiator, Children: newChildrenJSON(t.Children)}
 	for _, tt := range turns {
 		if tt.Open() {
-			out.Turns = append(out.Turns, turnJSON{Turn: tt.ID, Step: tt.Step, Role: tt.Role, State: tt.State,
-				Attempt: tt.Attempt, Agent: tt.Agent, QueuedAt: tt.QueuedAt, LeaseExpires: tt.LeaseExpires})
+			tj := turnJSON{Turn: tt.ID, Step: tt.Step, Role: tt.Role, State: tt.State,
+				Attempt: tt.Attempt, Agent: tt.Agent, Child: tt.Child, QueuedAt: tt.QueuedAt}
+			if tt.State == khaladb.TurnClaimed {
+				tj.LeaseExpires = tt.LeaseExpires
+			}
+			out.Turns = append(out.Turns, tj)
 		}
 	}
 	return out
+}
+
+// threadDetail is GET /v1/threads/{id}'s thread: with its human turns
+// waiting (turn ids, so a person can answer by thread ref) and its
+// children's statuses as their own records have them.
+func (s *Server) threadDetail(ctx context.Context, v *khaladb.ThreadView) (threadJSON, error) {
+	th := v.Thread
+	th.Children = slices.Clone(th.Children)
+	for i, l := range th.Children {
+		if l.Status != workflow.StatusRunning {
+			continue
+		}
+		// The parent's copy lags when a delivery was missed; the
+		// sweeper catches up, the reader need not wait for it.
+		if cv, err := s.store.Thread(ctx, l.Thread); err == nil {
+			th.Children[i].Status = cv.Thread.Status
+		} else if !errors.Is(err, khaladb.ErrNotFound) {
+			return threadJSON{}, err
+		}
+	}
+	out := newThreadJSON(th, v.Turns)
+	for _, t := range v.Turns {
+		if t.State != khaladb.TurnWaiting {
+			continue
+		}
+		def, err := s.defs.get(ctx, th.SourceHash)
+		if err != nil {
+			return out, err
+		}
+		out.Waiting = append(out.Waiting, waitingOf(def, &th, t))
+	}
+	return out, nil
 }
 
 var statuses = []string{workflow.StatusRunning, workflow.StatusCompleted, workflow.StatusFailed, workflow.StatusCancelled}
@@ -90,9 +171,16 @@ func (s *Server) view(w http.ResponseWriter, r *http.Request) *khaladb.ThreadVie
 }
 
 func (s *Server) handleThread(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
-	if v := s.view(w, r); v != nil {
-		writeJSON(w, http.StatusOK, newThreadJSON(v.Thread, v.Turns))
+	v := s.view(w, r)
+	if v == nil {
+		return
 	}
+	out, err := s.threadDetail(r.Context(), v)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
