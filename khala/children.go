@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/khala/khaladb"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -246,7 +247,7 @@ func (s *Server) checkChild(ctx context.Context, d khaladb.DueTurn) {
 // startParent checks a new thread's parent and records the child in it
 // before the child exists: a parent never misses a child it must cancel.
 // It returns the child's Parent and depth.
-func (s *Server) startParent(ctx context.Context, req *startParent, child, workflowName string) (*workflow.Parent, int, error) {
+func (s *Server) startParent(ctx context.Context, req *api.StartParent, child, workflowName string) (*workflow.Parent, int, error) {
 	var p *workflow.Parent
 	depth := 0
 	err := s.store.UpdateThread(ctx, req.Thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
@@ -274,13 +275,6 @@ func (s *Server) startParent(ctx context.Context, req *startParent, child, workf
 		err = notFound("parent: unknown thread %q", req.Thread)
 	}
 	return p, depth, err
-}
-
-// startParent is a start request's parent: the thread (and, optionally,
-// its step) an agent started the child from.
-type startParent struct {
-	Thread string `json:"thread"`
-	Step   int    `json:"step"`
 }
 
 // codeTooDeep answers a child refused past the spawn depth.

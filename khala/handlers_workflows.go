@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nerve-agents/nerve/internal/yamlfile"
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -248,7 +249,7 @@ type startRequest struct {
 	Workspace json.RawMessage `json:"workspace"` // api.StartWorkspace, checked by startWorkspace
 	// Parent makes the thread a child of a running thread (an agent
 	// inside a turn of it started this one).
-	Parent *startParent `json:"parent"`
+	Parent *api.StartParent `json:"parent"`
 }
 
 // startResponse is 201's body: the thread's status after its first
