@@ -1,0 +1,210 @@
+package khala
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/nerve-agents/nerve/khala/api"
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// reviewWF is a child: one reviewer's turn, its answer the result (an
+// item "bad" fails it).
+const reviewWF = `workflow: review
+binding: cloud
+inputs:
+  item: {type: string}
+moderator: |
+  input.item = "bad" ? {"fail": "cannot review " & input.item}
+  : $count(messages) = 0 ? {"role": "reviewer", "instruction": "review " & input.item}
+  : {"done": true, "result": {"item": input.item, "verdict": last.content}}
+roles:
+  reviewer: {prompt: You review one item.}
+`
+
+// fanOutWF starts a child review per item beside an agent's turn, then
+// sums up what came back.
+const fanOutWF = `workflow: fanout
+binding: cloud
+moderator: |
+  $count(messages) = 0
+    ? [{"workflow": "review", "input": {"item": "a"}},
+       {"workflow": "review", "input": {"item": "b"}, "role": "second"},
+       {"role": "summariser", "instruction": "get ready"}]
+    : {"done": true, "result": messages.{"role": role, "child": child, "content": content, "error": error.kind}}
+roles:
+  summariser: {prompt: You sum up.}
+`
+
+// nestWF starts itself as its child, until the depth limit refuses it.
+const nestWF = `workflow: nest
+binding: cloud
+moderator: |
+  $count(messages) = 0 ? {"workflow": "nest", "input": {}} : {"done": true, "result": last.error}
+roles:
+  unused: {prompt: never asked.}
+`
+
+type childrenView struct {
+	threadJSON
+	Children *childrenJSON `json:"children"`
+}
+
+func (c *client) children(id string) childrenView {
+	c.ts.t.Helper()
+	var out childrenView
+	data := c.must("GET", "/v1/threads/"+id, nil, 200, nil)
+	out.threadJSON.Thread = &workflow.Thread{}
+	if err := json.Unmarshal(data, out.threadJSON.Thread); err != nil {
+		c.ts.t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
+		c.ts.t.Fatal(err)
+	}
+	return out
+}
+
+func TestChildWorkflows(t *testing.T) { eachBackend(t, testChildWorkflows) }
+
+func testChildWorkflows(t *testing.T, bk backend) {
+	ts := bk.server(t)
+	a := ts.agent("laptop")
+	a.putWorkflow(reviewWF)
+	a.putWorkflow(fanOutWF)
+	id := a.start("fanout", nil, "")
+	cv := a.children(id)
+	if cv.Children == nil || cv.Children.Running != 2 || len(cv.Children.Threads) != 2 {
+		t.Fatalf("children: %+v", cv.Children)
+	}
+	kids := cv.Children.Threads
+	for i, k := range kids {
+		child := a.children(k.Thread)
+		if child.Parent == nil || child.Parent.Thread != id || child.Parent.Step != i+1 || child.Depth != 1 || child.Status != workflow.StatusRunning {
+			t.Fatalf("child %s: parent %+v, depth %d, %s", k.Thread, child.Parent, child.Depth, child.Status)
+		}
+	}
+	// The parent's summariser and each child's reviewer, in parallel.
+	turns := a.claim(map[string]any{"max": 10, "wait": "5s"})
+	for len(turns) < 3 {
+		turns = append(turns, a.claimOne())
+	}
+	byRole := map[string]api.Turn{}
+	for _, tk := range turns {
+		byRole[tk.Role+" "+tk.Thread] = tk
+	}
+	for key, tk := range byRole {
+		if s, d := a.respond(tk, "ok from "+key, nil); s != 200 {
+			t.Fatalf("answer %s: %d %s", key, s, d)
+		}
+	}
+	th := a.children(id)
+	if th.Status != workflow.StatusCompleted || th.Children.Completed != 2 || th.Children.Running != 0 {
+		t.Fatalf("parent after its children: %s %s, children %+v", th.Status, th.Error, th.Children)
+	}
+	res, _ := json.Marshal(th.Result)
+	for _, want := range []string{`"child":"review#` + kids[0].Thread, `"role":"second"`, `"role":"summariser"`, `\"verdict\":\"ok from reviewer ` + kids[1].Thread} {
+		if !strings.Contains(string(res), want) {
+			t.Errorf("result lacks %s: %s", want, res)
+		}
+	}
+	if got := eventTypes(a.trace(id)); !strings.Contains(got, "child.started child.started turn.queued") || strings.Count(got, "child.ended") != 2 {
+		t.Errorf("parent's trace: %s", got)
+	}
+}
+
+// A child that fails, or cannot start, is its step's message with an
+// error of kind child; a child past the spawn depth fails its parent.
+func TestChildFailures(t *testing.T) { eachBackend(t, testChildFailures) }
+
+func testChildFailures(t *testing.T, bk backend) {
+	ts := bk.server(t, func(o *Options) { o.MaxSpawnDepth = 1 })
+	a := ts.agent("laptop")
+	a.putWorkflow(reviewWF)
+	a.putWorkflow(strings.Replace(fanOutWF, `"item": "a"`, `"item": "bad"`, 1))
+	a.putWorkflow(nestWF)
+	id := a.start("fanout", nil, "")
+	for range 2 {
+		tk := a.claimOne()
+		a.respond(tk, "fine", nil)
+	}
+	th := a.children(id)
+	res, _ := json.Marshal(th.Result)
+	if th.Status != workflow.StatusCompleted || !strings.Contains(string(res), `"error":"child"`) || th.Children.Failed != 1 {
+		t.Fatalf("fan-out with a failing child: %s %s, result %s, children %+v", th.Status, th.Error, res, th.Children)
+	}
+	var msgs []workflow.Message
+	a.must("GET", "/v1/threads/"+id+"/messages?step=1", nil, 200, &msgs)
+	if len(msgs) != 1 || msgs[0].Error == nil || msgs[0].Error.Kind != "child" || !strings.Contains(msgs[0].Error.Message, "cannot review bad") {
+		t.Fatalf("the failed child's message: %+v", msgs)
+	}
+
+	// nest: its child (depth 1) may not start another (depth 2).
+	top := a.start("nest", nil, "")
+	th = a.children(top)
+	if th.Status != workflow.StatusCompleted || th.Children == nil || th.Children.Failed != 1 {
+		t.Fatalf("nest: %s %s, children %+v", th.Status, th.Error, th.Children)
+	}
+	child := a.children(th.Children.Threads[0].Thread)
+	if child.Status != workflow.StatusFailed || !strings.Contains(child.Error, "max_spawn_depth 1") || child.Depth != 1 {
+		t.Fatalf("the child past the depth: %s %q depth %d", child.Status, child.Error, child.Depth)
+	}
+
+	// An agent's child through the API: refused past the depth, refused
+	// under an ended or unknown parent.
+	var out startResponse
+	a.must("POST", "/v1/workflows/review/threads", map[string]any{"input": map[string]any{"item": "x"},
+		"parent": map[string]any{"thread": id}}, 409, nil)
+	if status, data := a.do("POST", "/v1/workflows/review/threads", map[string]any{"input": map[string]any{"item": "x"},
+		"parent": map[string]any{"thread": child.ID}}); status != 409 && status != 422 {
+		t.Errorf("a child of an ended parent: %d %s", status, data)
+	}
+	running := a.start("review", map[string]any{"item": "y"}, "")
+	a.must("POST", "/v1/workflows/review/threads", map[string]any{"input": map[string]any{"item": "x"},
+		"parent": map[string]any{"thread": running, "step": 1}}, 201, &out)
+	if c := a.children(out.Thread); c.Depth != 1 || c.Parent == nil || c.Parent.Thread != running {
+		t.Fatalf("agent's child: %+v depth %d", c.Parent, c.Depth)
+	}
+	status, data := a.do("POST", "/v1/workflows/review/threads", map[string]any{"input": map[string]any{"item": "x"},
+		"parent": map[string]any{"thread": out.Thread}})
+	if status != 422 || errCode(data) != codeTooDeep || !strings.Contains(string(data), "max_spawn_depth 1") {
+		t.Errorf("a grandchild past the depth: %d %s", status, data)
+	}
+	for _, p := range []string{"thread-999", "nope"} {
+		if status, data := a.do("POST", "/v1/workflows/review/threads", map[string]any{"input": map[string]any{"item": "x"},
+			"parent": map[string]any{"thread": p}}); status != 404 && status != 400 {
+			t.Errorf("parent %s: %d %s", p, status, data)
+		}
+	}
+	// Cancelling the parent cancels its running child.
+	a.must("POST", "/v1/threads/"+running+"/cancel", nil, 200, nil)
+	if c := a.children(out.Thread); c.Status != workflow.StatusCancelled || !strings.Contains(c.Error, "parent review#"+running) {
+		t.Errorf("the child of a cancelled parent: %s %q", c.Status, c.Error)
+	}
+	if p := a.children(running); p.Children == nil || p.Children.Cancelled != 1 {
+		t.Errorf("the cancelled parent's children: %+v", p.Children)
+	}
+}
+
+// Parent and child stay linked across a restart of the server.
+func TestChildSurvivesRestart(t *testing.T) { eachBackend(t, testChildSurvivesRestart) }
+
+func testChildSurvivesRestart(t *testing.T, bk backend) {
+	ts := bk.server(t)
+	a := ts.agent("laptop")
+	a.putWorkflow(reviewWF)
+	a.putWorkflow(fanOutWF)
+	id := a.start("fanout", nil, "")
+	ts.stop()
+	srv2 := newServerOn(t, ts.reopen(t))
+	b := &client{ts: srv2, token: a.token, name: "laptop"}
+	for range 3 {
+		tk := b.claimOne()
+		if s, d := b.respond(tk, "after restart", nil); s != 200 {
+			t.Fatalf("answer %s: %d %s", tk.Turn, s, d)
+		}
+	}
+	if th := b.children(id); th.Status != workflow.StatusCompleted || th.Children.Completed != 2 {
+		t.Fatalf("parent after a restart: %s %q, children %+v", th.Status, th.Error, th.Children)
+	}
+}
