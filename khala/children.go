@@ -222,6 +222,9 @@ func (s *Server) checkChild(ctx context.Context, d khaladb.DueTurn) {
 		s.startChild(ctx, pv.Thread, *t)
 	case err != nil:
 		return
+	case cv.Thread.Parent == nil || cv.Thread.Parent.Thread != d.Thread:
+		s.log.Error("a child turn names a thread that is not its child", "turn", d.Turn, "thread", t.Child)
+		return
 	case cv.Thread.Ended():
 		s.deliverChild(ctx, cv.Thread)
 		return

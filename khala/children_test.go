@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nerve-agents/nerve/khala/api"
+	"github.com/nerve-agents/nerve/khala/khaladb"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -207,4 +209,53 @@ func testChildSurvivesRestart(t *testing.T, bk backend) {
 	if th := b.children(id); th.Status != workflow.StatusCompleted || th.Children.Completed != 2 {
 		t.Fatalf("parent after a restart: %s %q, children %+v", th.Status, th.Error, th.Children)
 	}
+}
+
+// What a crash leaves undone between a child's commits, the sweeper does:
+// a child turn whose thread was never created gets it, and a child that
+// ended without its parent hearing is delivered.
+func TestChildCheckRecovers(t *testing.T) { eachBackend(t, testChildCheckRecovers) }
+
+func testChildCheckRecovers(t *testing.T, bk backend) {
+	ts := bk.server(t)
+	a := ts.agent("laptop")
+	a.putWorkflow(reviewWF)
+	a.putWorkflow(fanOutWF)
+	id := a.start("fanout", nil, "")
+	kids := a.children(id).Children.Threads
+	ts.stop()
+
+	// As a crash would leave it: step 2's child never created, step 1's
+	// child ended without a word to its parent.
+	st := ts.reopen(t)
+	now := time.Now()
+	err := st.UpdateThread(t.Context(), id, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
+		c := &khaladb.ThreadChange{Thread: v.Thread}
+		tk := *v.Turn(khaladb.TurnID(id, 2))
+		tk.Child = "thread-50"
+		c.Turns = []khaladb.Turn{tk}
+		return c, nil
+	})
+	if err == nil {
+		err = st.UpdateThread(t.Context(), kids[0].Thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
+			return cancel(v, "the test", now)
+		})
+	}
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A server whose clock is past the turns' next check.
+	later := func(o *Options) { o.Now = func() time.Time { return time.Now().Add(2 * childCheck) } }
+	b := &client{ts: newServerOn(t, ts.reopen(t), later), token: a.token, name: "laptop"}
+	waitFor(t, "the ended child's delivery", func() bool {
+		var msgs []workflow.Message
+		b.must("GET", "/v1/threads/"+id+"/messages?step=1", nil, 200, &msgs)
+		return len(msgs) == 1 && msgs[0].Error != nil && msgs[0].Error.Kind == "child" && strings.Contains(msgs[0].Error.Message, "the test")
+	})
+	waitFor(t, "the missing child's creation", func() bool {
+		status, data := b.do("GET", "/v1/threads/thread-50", nil)
+		return status == 200 && strings.Contains(string(data), `"thread":"`+id+`"`)
+	})
 }
