@@ -28,7 +28,7 @@ roles:
 type testConfig struct{ url, home string }
 
 func (c testConfig) RemoteURL(string) (string, bool) { return c.url, true }
-func (c testConfig) NerveHome() string              { return c.home }
+func (c testConfig) NerveHome() string               { return c.home }
 
 // A client made for a remote carries the person token stored for it, and
 // answers and reads its inbox with it, against a real Khala server.
