@@ -88,6 +88,8 @@ type Daemon struct {
 	// StallAfter is how long a running adapter may stay silent before a
 	// stall detection is raised.
 	StallAfter yamlfile.Duration `yaml:"stall_after" json:"stall_after"`
+	// MaxSpawnDepth bounds how deep child threads nest (0: the default, 3).
+	MaxSpawnDepth int `yaml:"max_spawn_depth" json:"max_spawn_depth"`
 }
 
 // RemoteURL returns the URL of the named remote.

@@ -34,6 +34,9 @@ func Validate(cfg *Config, lines yamlfile.Lines) yamlfile.Errors {
 	if cfg.Agent.MaxConcurrentTurns < 1 {
 		v.add("agent.max_concurrent_turns", "must be at least 1, got %d", cfg.Agent.MaxConcurrentTurns)
 	}
+	if cfg.Daemon.MaxSpawnDepth < 0 {
+		v.add("daemon.max_spawn_depth", "must not be negative, got %d", cfg.Daemon.MaxSpawnDepth)
+	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Remotes)) {
 		p := "remotes." + name
 		if !nameRE.MatchString(name) {

@@ -15,30 +15,52 @@ import (
 // editors save by rename, and falls back to polling when fsnotify cannot
 // start. It returns when ctx is done.
 func Watch(ctx context.Context, file string, onChange func()) error {
-	last, _ := os.ReadFile(file)
+	NewWatcher(file).Run(ctx, onChange)
+	return nil
+}
+
+// Watcher is Watch in two halves: NewWatcher notes the file's content and
+// starts watching at once, so a change made right after it returns is
+// seen; Run reports changes until ctx is done.
+type Watcher struct {
+	file string
+	last []byte
+	fs   *fswatch.Watcher // nil: poll
+}
+
+// NewWatcher starts watching file.
+func NewWatcher(file string) *Watcher {
+	w := &Watcher{file: filepath.Clean(file)}
+	w.last, _ = os.ReadFile(file)
+	if fw, err := fswatch.New(filepath.Dir(file)); err == nil {
+		fw.Keep = func(p string) bool { return p == w.file }
+		w.fs = fw
+	}
+	return w
+}
+
+// Run calls onChange after each change of the file's content, until ctx
+// is done; then it stops watching.
+func (w *Watcher) Run(ctx context.Context, onChange func()) {
 	check := func() {
-		cur, _ := os.ReadFile(file)
-		if !bytes.Equal(cur, last) {
-			last = cur
+		cur, _ := os.ReadFile(w.file)
+		if !bytes.Equal(cur, w.last) {
+			w.last = cur
 			onChange()
 		}
 	}
-	w, err := fswatch.New(filepath.Dir(file))
-	if err != nil {
+	if w.fs == nil {
 		tick := time.NewTicker(2 * time.Second)
 		defer tick.Stop()
 		for {
 			select {
 			case <-ctx.Done():
-				return nil
+				return
 			case <-tick.C:
 				check()
 			}
 		}
 	}
-	defer w.Close()
-	name := filepath.Clean(file)
-	w.Keep = func(p string) bool { return p == name }
-	w.Run(ctx, func([]string) { check() })
-	return nil
+	defer w.fs.Close()
+	w.fs.Run(ctx, func([]string) { check() })
 }

@@ -26,6 +26,10 @@ type StartRequest struct {
 	// Workspace overrides the definition's workspace for this thread
 	// (run --repo, --base, --branch); nil keeps the definition's.
 	Workspace *WorkspaceRequest `json:"workspace,omitempty"`
+	// Parent, set when an agent starts a workflow from inside a turn
+	// (NERVE_THREAD), links the new thread to that local thread as its
+	// child.
+	Parent string `json:"parent,omitempty"`
 }
 
 // WorkspaceRequest is a local thread's workspace as the CLI asks for it:

@@ -221,3 +221,15 @@ func (c *Client) Shutdown(ctx context.Context) (int, error) {
 	}
 	return out.PID, c.do(ctx, http.MethodPost, "/v1/shutdown", nil, &out)
 }
+
+// Answer records a person's answer to a human turn of a local thread.
+func (c *Client) Answer(ctx context.Context, id string, req AnswerRequest) (*AnswerResult, error) {
+	var out AnswerResult
+	return &out, c.do(ctx, http.MethodPost, "/v1/threads/"+url.PathEscape(id)+"/answer", req, &out)
+}
+
+// Inbox lists the local human turns waiting for a person.
+func (c *Client) Inbox(ctx context.Context) ([]workflow.Waiting, error) {
+	var out []workflow.Waiting
+	return out, c.do(ctx, http.MethodGet, "/v1/inbox", nil, &out)
+}

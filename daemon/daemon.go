@@ -105,7 +105,11 @@ func Run(ctx context.Context, opts Options) error {
 	d.rdefs.defs = map[string]*workflow.Definition{}
 	d.rdefs.byThread = map[string]*workflow.Definition{}
 
-	srv := &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second}
+	var watch func(context.Context)
+	if opts.Load != nil {
+		watch = d.watchConfig()
+	}
+	srv := &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second, ConnContext: withConn}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	logger.Info("daemon started", "pid", os.Getpid(), "home", paths.Home, "version", opts.Version)
@@ -119,8 +123,8 @@ func Run(ctx context.Context, opts Options) error {
 	d.mu.Lock()
 	d.senses = d.startSenses(cfg)
 	d.mu.Unlock()
-	if opts.Load != nil {
-		go d.watchConfig(ctx)
+	if watch != nil {
+		go watch(ctx)
 	}
 
 	select {

@@ -26,6 +26,7 @@ func (r *runner) procFile(thread string, step int) string {
 // RecordProc notes a running adapter's group with its start time, so a
 // recycled pid is never mistaken for it.
 func (r *runner) RecordProc(thread string, step, pid int) {
+	r.recordGroup(pid, fmt.Sprintf("%s step %d", thread, step))
 	start, err := procStartTime(pid)
 	if err != nil {
 		return
@@ -36,7 +37,10 @@ func (r *runner) RecordProc(thread string, step, pid int) {
 }
 
 // ForgetProc removes a record once its adapter has ended.
-func (r *runner) ForgetProc(thread string, step int) { _ = os.Remove(r.procFile(thread, step)) }
+func (r *runner) ForgetProc(thread string, step int) {
+	r.forgetGroup(fmt.Sprintf("%s step %d", thread, step))
+	_ = os.Remove(r.procFile(thread, step))
+}
 
 // killStaleProcs kills every adapter group a previous daemon recorded and
 // did not see end.

@@ -12,12 +12,16 @@ import (
 // invalid file changes nothing; the error is logged and shown by `daemon
 // status`. Running turns keep the adapter they started with, because each
 // turn resolved its adapter when it began.
-func (d *Daemon) watchConfig(ctx context.Context) {
+// watchConfig starts watching nerve.yaml now (before the daemon answers
+// its first request, so no change made after that is missed) and returns
+// the loop that reloads it.
+func (d *Daemon) watchConfig() func(ctx context.Context) {
 	file := d.paths.Config()
 	if cfg := d.config(); cfg.File != "" {
 		file = cfg.File
 	}
-	_ = config.Watch(ctx, file, d.reload)
+	w := config.NewWatcher(file)
+	return func(ctx context.Context) { w.Run(ctx, d.reload) }
 }
 
 func (d *Daemon) reload() {

@@ -22,7 +22,9 @@ type runner struct {
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	threads  map[string]context.CancelCauseFunc
-	active   map[string]ActiveTurn // key thread/step
+	active   map[string]ActiveTurn       // key thread/step
+	waiting  map[string]workflow.Waiting // human turns, key thread/step
+	groups   map[int]string              // running adapters' process groups: "thread-3 step 2"
 	draining bool
 	idle     chan struct{} // closed and replaced when active drops to 0
 	snaps    *snapshots
@@ -34,7 +36,8 @@ type runner struct {
 
 func newRunner(d *Daemon, ctx context.Context) *runner {
 	r := &runner{d: d, ctx: ctx, threads: map[string]context.CancelCauseFunc{},
-		active: map[string]ActiveTurn{}, idle: make(chan struct{}),
+		active: map[string]ActiveTurn{}, waiting: map[string]workflow.Waiting{}, groups: map[int]string{},
+		idle:  make(chan struct{}),
 		snaps: newSnapshots(d.paths.Snapshots()), ws: &workspace.Manager{Home: d.paths.Home}}
 	r.hist = newHistories(r.snaps.remove)
 	r.exec = newExecutor(d, r)
@@ -45,10 +48,25 @@ func (r *runner) engine() *workflow.Engine {
 	return &workflow.Engine{Store: r.d.store, Turn: r.runTurn, Agent: r.d.config().Agent.Name, Merge: r.merge}
 }
 
+// threadSpec is what a new local thread starts with besides its
+// definition.
+type threadSpec struct {
+	Input   map[string]any
+	Workdir string
+	// Workspace, when set, is made before the thread is stored.
+	Workspace *workspace.Workspace
+	// Parent and Depth link a child thread; Defs is where its own children's
+	// definitions are looked for first (the directory of a definition file
+	// it was started from).
+	Parent *workflow.Parent
+	Depth  int
+	Defs   string
+}
+
 // start creates a thread of d and runs it in the background. A thread
 // with a workspace has its branch made before it is stored; a workspace
 // that cannot be made is a usage error and no thread starts.
-func (r *runner) start(ctx context.Context, d *workflow.Definition, input map[string]any, workdir string, ws *workspace.Workspace) (*workflow.Thread, error) {
+func (r *runner) start(ctx context.Context, d *workflow.Definition, spec threadSpec) (*workflow.Thread, error) {
 	r.mu.Lock()
 	draining := r.draining
 	r.mu.Unlock()
@@ -56,10 +74,10 @@ func (r *runner) start(ctx context.Context, d *workflow.Definition, input map[st
 		return nil, errShuttingDown
 	}
 	now := time.Now().UTC()
-	t := &workflow.Thread{Workflow: d.Name, Status: workflow.StatusRunning, Input: input, Workdir: workdir,
-		Source: d.Source, CreatedAt: now, UpdatedAt: now}
+	t := &workflow.Thread{Workflow: d.Name, Status: workflow.StatusRunning, Input: spec.Input, Workdir: spec.Workdir,
+		Parent: spec.Parent, Depth: spec.Depth, Defs: spec.Defs, Source: d.Source, CreatedAt: now, UpdatedAt: now}
 	var prepare func(*workflow.Thread) error
-	if ws != nil {
+	if ws := spec.Workspace; ws != nil {
 		prepare = func(t *workflow.Thread) error { return r.startWorkspace(ctx, t, *ws) }
 	}
 	if err := r.d.store.CreateThreadWith(t, prepare); err != nil {
@@ -151,6 +169,7 @@ func (r *runner) fail(t *workflow.Thread, reason string) {
 // cancel stops a running thread; its adapters are killed and it ends as
 // cancelled. It reports whether the thread was running here.
 func (r *runner) cancel(id string) bool {
+	r.cancelChildren(id)
 	r.mu.Lock()
 	cancel, ok := r.threads[id]
 	r.mu.Unlock()

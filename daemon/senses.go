@@ -105,7 +105,7 @@ func (r *runner) StartWorkflow(name string, input map[string]any) error {
 	if err != nil {
 		return err
 	}
-	_, err = r.start(r.ctx, def, in, r.d.paths.Home, ws)
+	_, err = r.start(r.ctx, def, threadSpec{Input: in, Workdir: r.d.paths.Home, Workspace: ws})
 	return err
 }
 

@@ -30,6 +30,8 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/threads/{id}/cancel", d.handleCancel)
 	mux.HandleFunc("GET /v1/threads/{id}/messages", d.handleMessages)
 	mux.HandleFunc("GET /v1/threads/{id}/events", d.handleEvents)
+	mux.HandleFunc("POST /v1/threads/{id}/answer", d.handleAnswer)
+	mux.HandleFunc("GET /v1/inbox", d.handleInbox)
 	mux.HandleFunc("POST /v1/notify", d.handleNotify)
 	mux.HandleFunc("POST /v1/shutdown", d.handleShutdown)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -103,7 +105,18 @@ func (d *Daemon) handleStart(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	t, err := d.runner.start(r.Context(), def, input, req.Workdir, ws)
+	spec := threadSpec{Input: input, Workdir: req.Workdir, Workspace: ws}
+	if req.File != "" {
+		spec.Defs = filepath.Dir(req.File)
+	}
+	if err == nil && req.Parent != "" {
+		spec.Parent, spec.Depth, err = d.parentOf(req.Parent)
+	}
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	t, err := d.runner.start(r.Context(), def, spec)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -155,7 +168,10 @@ func (d *Daemon) thread(w http.ResponseWriter, r *http.Request) *workflow.Thread
 
 func (d *Daemon) handleThread(w http.ResponseWriter, r *http.Request) {
 	if t := d.thread(w, r); t != nil {
-		writeJSON(w, http.StatusOK, publicThread(t))
+		pt := publicThread(t)
+		pt.Waiting = d.runner.waitingTurns(t.ID)
+		pt.Children = d.childSummary(t.ID)
+		writeJSON(w, http.StatusOK, pt)
 	}
 }
 
@@ -230,6 +246,8 @@ func writeErr(w http.ResponseWriter, err error) {
 		fe  *yamlfile.Error
 		fes yamlfile.Errors
 		ie  *workflow.InputError
+		ac  *store.AnswerConflict
+		de  *workflow.DepthError
 	)
 	switch {
 	case errors.As(err, &nf):
@@ -240,6 +258,10 @@ func writeErr(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, codeUsage, ie.Error(), ie.Hint())
 	case errors.As(err, &fes), errors.As(err, &fe):
 		writeError(w, http.StatusBadRequest, codeUsage, err.Error(), "check it with 'nerve validate'")
+	case errors.As(err, &ac):
+		writeError(w, http.StatusConflict, codeConflict, ac.Reason, "")
+	case errors.As(err, &de):
+		writeError(w, http.StatusConflict, codeConflict, de.Error(), "a child may be at most max_spawn_depth levels deep (nerve.yaml daemon.max_spawn_depth)")
 	case errors.Is(err, errShuttingDown):
 		writeError(w, http.StatusServiceUnavailable, codeShutdown, err.Error(), "")
 	default:

@@ -35,6 +35,12 @@ func (r *runner) runTurn(ctx context.Context, t *workflow.Thread, d *workflow.De
 		<-ctx.Done()
 		return workflow.Message{}
 	}
+	switch {
+	case turn.IsChild():
+		return r.runChild(ctx, t, turn)
+	case d.IsHuman(turn.Role):
+		return r.waitHuman(ctx, t, d, turn)
+	}
 	role := d.Roles[turn.Role]
 	agent := r.d.config().Agent.Name // the name the turn started under
 	ref := workflow.Ref{Workflow: t.Workflow, Thread: t.ID}.String()

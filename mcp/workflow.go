@@ -116,9 +116,9 @@ func (s *server) workflowList(ctx context.Context, _ struct{}) (WorkflowListOutp
 	return out, nil
 }
 
-// workflowRun starts a top-level thread. Inside a turn the new thread is
-// not yet linked to the turn's thread as its child: threads have no
-// parent to record until child workflows land.
+// workflowRun starts a thread. Inside a turn of a local thread, a local
+// workflow's thread is that thread's child (its depth checked by the
+// daemon).
 func (s *server) workflowRun(ctx context.Context, in WorkflowRunInput) (RunOutput, error) {
 	ref, err := workflow.ParseRef(in.Workflow)
 	if err != nil {
@@ -138,7 +138,7 @@ func (s *server) workflowRun(ctx context.Context, in WorkflowRunInput) (RunOutpu
 	if err != nil {
 		return RunOutput{}, err
 	}
-	t, err := c.Start(ctx, daemon.StartRequest{Workflow: ref.Workflow, Input: in.Input, Workdir: s.workdir()})
+	t, err := c.Start(ctx, daemon.StartRequest{Workflow: ref.Workflow, Input: in.Input, Workdir: s.workdir(), Parent: s.parent(ref)})
 	if err != nil {
 		return RunOutput{}, err
 	}
@@ -185,4 +185,15 @@ func (s *server) outcome(ctx context.Context, ref workflow.Ref, get func(context
 		return RunOutput{Thread: ref.String(), Status: workflow.StatusRunning}, err
 	}
 	return RunOutput{Thread: ref.String(), Status: t.Status, Result: t.Result, Error: t.Error}, nil
+}
+
+// parent is the thread a workflow started here is a child of: the turn's
+// ($NERVE_THREAD) when it is on the same side as ref, else "".
+func (s *server) parent(ref workflow.Ref) string {
+	env := s.opts.Getenv("NERVE_THREAD")
+	p, err := workflow.ParseRef(env)
+	if env == "" || err != nil || p.Thread == "" || p.Remote != ref.Remote {
+		return ""
+	}
+	return env
 }

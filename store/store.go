@@ -51,7 +51,7 @@ func Open(path string, timeout time.Duration) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketThreads, bucketMessages, bucketEvents, bucketMeta} {
+		for _, b := range [][]byte{bucketThreads, bucketMessages, bucketEvents, bucketMeta, bucketAnswers, bucketChildren} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -99,12 +99,18 @@ func (s *Store) CreateThreadWith(t *workflow.Thread, prepare func(*workflow.Thre
 				return err
 			}
 		}
+		if err := indexChild(tx, t); err != nil {
+			return err
+		}
 		return commitTx(tx, workflow.Update{Thread: t, Events: []workflow.Event{{
 			Type: workflow.EventThreadStarted, Thread: t.ID, Status: t.Status, At: t.CreatedAt,
 		}}})
 	})
 	if err == nil {
 		s.wake(t.ID)
+		if t.Parent != nil {
+			s.wake(t.Parent.Thread)
+		}
 	}
 	return err
 }
@@ -282,6 +288,22 @@ func u64(n uint64) []byte {
 	b := make([]byte, 8)
 	binary.BigEndian.PutUint64(b, n)
 	return b
+}
+
+func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
+
+// sortChildren orders by step, then by thread number.
+func sortChildren(cs []Child) {
+	num := func(id string) int {
+		n, _ := strconv.Atoi(strings.TrimPrefix(id, "thread-"))
+		return n
+	}
+	sort.SliceStable(cs, func(i, j int) bool {
+		if cs[i].Step != cs[j].Step {
+			return cs[i].Step < cs[j].Step
+		}
+		return num(cs[i].ID) < num(cs[j].ID)
+	})
 }
 
 // sortThreads orders by thread number, newest first.

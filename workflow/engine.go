@@ -264,10 +264,19 @@ func (e *Engine) runPending(ctx context.Context, d *Definition, t *Thread, msgs 
 // route asks the moderator what follows msgs and returns the update that
 // records it; answered, when set, is stored in the same transaction.
 func (e *Engine) route(ctx context.Context, d *Definition, t *Thread, msgs []Message, answered *Message) (Update, error) {
-	dec, err := Route(ctx, d, NewState(t, msgs).WithCache(&e.docs))
-	var re *RoutingError
-	var u Update
+	var (
+		dec Decision
+		err error
+		re  *RoutingError
+		u   Update
+	)
+	refused := spawnRefused(t, msgs)
+	if refused == "" {
+		dec, err = Route(ctx, d, NewState(t, msgs).WithCache(&e.docs))
+	}
 	switch {
+	case refused != "":
+		u = e.end(t, StatusFailed, nil, refused)
 	case errors.As(err, &re):
 		u = e.end(t, StatusFailed, nil, re.Error())
 	case err != nil:

@@ -99,7 +99,7 @@ func (d *Definition) CheckAnswer(role, content string, meta any) error {
 			return &AnswerError{fmt.Sprintf("role %q wants meta matching its schema: pass --meta JSON", role)}
 		}
 		if err := validate(r.schema, numbersToFloat(meta)); err != nil {
-			return &AnswerError{"meta " + err.Error()}
+			return &AnswerError{"meta " + schemaNoise.ReplaceAllString(err.Error(), "")}
 		}
 	}
 	if strings.TrimSpace(content) == "" && meta == nil {
@@ -107,6 +107,10 @@ func (d *Definition) CheckAnswer(role, content string, meta any) error {
 	}
 	return nil
 }
+
+// schemaNoise is the validator's preamble naming its in-memory schema
+// URL, which means nothing to a person answering.
+var schemaNoise = regexp.MustCompile(`jsonschema validation failed with '[^']*' - `)
 
 var personRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
 
@@ -217,4 +221,44 @@ type Waiting struct {
 type Answer struct {
 	Content string `json:"content"`
 	Meta    any    `json:"meta,omitempty"`
+}
+
+// Children summarises a thread's child threads: how many are in each
+// status, and their refs in the order they started.
+type Children struct {
+	Counts map[string]int `json:"counts"`
+	Refs   []string       `json:"refs"`
+}
+
+// String is the summary `workflow logs` prints: "2 running, 3 completed".
+func (c *Children) String() string {
+	var parts []string
+	for _, st := range []string{StatusRunning, StatusCompleted, StatusFailed, StatusCancelled} {
+		if n := c.Counts[st]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Error kinds of a child turn's message: the child failed or was
+// cancelled (the moderator decides), or it could not start at all (too
+// deep, an unknown workflow, bad input), which fails the parent.
+const (
+	ErrorKindChild = "child"
+	ErrorKindSpawn = "spawn"
+)
+
+// spawnRefused is why a child of the round that just answered could not
+// start, "" when all did: the moderator asked for something that cannot
+// be, so the thread fails with that reason.
+func spawnRefused(t *Thread, msgs []Message) string {
+	for _, p := range t.Pending {
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if m := msgs[i]; m.Step == p.Step && m.Error != nil && m.Error.Kind == ErrorKindSpawn {
+				return m.Error.Message
+			}
+		}
+	}
+	return ""
 }

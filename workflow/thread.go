@@ -34,6 +34,12 @@ type Thread struct {
 	Parent *Parent `json:"parent,omitempty"`
 	// Depth is 0 for a top-level thread, its parent's + 1 for a child.
 	Depth int `json:"depth"`
+	// Defs is the directory of the definition file a local thread was
+	// started from: where its children's workflows are looked for first.
+	Defs string `json:"defs,omitempty"`
+	// Children counts its child threads by status; filled when a thread is
+	// shown, not stored.
+	Children *Children `json:"children,omitempty"`
 	// Waiting lists its human turns waiting for an answer; filled when a
 	// thread is shown, not stored.
 	Waiting []Waiting `json:"waiting,omitempty"`

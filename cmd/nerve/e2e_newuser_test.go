@@ -88,11 +88,11 @@ func TestE2EJSONShapes(t *testing.T) {
 		"thread", "status", "result", "error", "usage", "workspace")[0]
 	e.must(0, "workflow", "logs", detached["thread"].(string), "-f") // let it end
 
-	msgKeys := []string{"step", "role", "agent", "content", "meta", "error", "at", "instruction", "adapter", "usage", "commit", "changes"}
+	msgKeys := []string{"step", "role", "agent", "content", "meta", "error", "at", "instruction", "adapter", "usage", "commit", "changes", "child"}
 	wantKeys(t, "workflow logs --json", e.must(0, "workflow", "logs", ref, "--json").stdout, msgKeys...)
 	wantKeys(t, "thread messages --json", e.must(0, "thread", "messages", ref, "--json").stdout, msgKeys...)
 	threads := wantKeys(t, "workflow logs WORKFLOW --json", e.must(0, "workflow", "logs", "code-review", "--json").stdout,
-		"ref", "id", "workflow", "status", "step", "input", "result", "error", "created_at", "updated_at", "ended_at", "workspace")
+		"ref", "id", "workflow", "status", "step", "input", "result", "error", "created_at", "updated_at", "ended_at", "workspace", "parent", "depth")
 	if len(threads) != 2 || threads[1]["error"] != nil || threads[0]["ended_at"] == nil {
 		t.Fatalf("threads: %v", threads)
 	}

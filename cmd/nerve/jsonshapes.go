@@ -26,13 +26,14 @@ type messageJSON struct {
 	Usage       *usage.Usage           `json:"usage"`
 	Commit      *string                `json:"commit"`
 	Changes     *workflow.Changes      `json:"changes"`
+	Child       *string                `json:"child"`
 }
 
 func newMessageJSON(m workflow.Message) messageJSON {
 	return messageJSON{
 		Step: m.Step, Role: m.Role, Agent: m.Agent, Content: m.Content, Meta: m.Meta, Error: m.Error,
 		At: m.At, Instruction: nullable(m.Instruction), Adapter: nullable(m.Adapter), Usage: m.Usage,
-		Commit: nullable(m.Commit), Changes: m.Changes,
+		Commit: nullable(m.Commit), Changes: m.Changes, Child: nullable(m.Child),
 	}
 }
 
@@ -52,6 +53,10 @@ type threadJSON struct {
 	EndedAt   *time.Time     `json:"ended_at"`
 	// Workspace is {repo, base, branch, head}, null without one.
 	Workspace *workflow.Workspace `json:"workspace"`
+	// Parent is the ref of the thread it is a child of; Depth 0 for a
+	// top-level thread.
+	Parent *string `json:"parent"`
+	Depth  int     `json:"depth"`
 }
 
 func newThreadJSON(remote string, t *workflow.Thread) threadJSON {
@@ -59,7 +64,10 @@ func newThreadJSON(remote string, t *workflow.Thread) threadJSON {
 		Ref: workflow.Ref{Remote: remote, Workflow: t.Workflow, Thread: t.ID}.String(),
 		ID:  t.ID, Workflow: t.Workflow, Status: t.Status, Step: t.Step, Input: t.Input,
 		Result: t.Result, Error: nullable(t.Error), CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
-		Workspace: t.Workspace,
+		Workspace: t.Workspace, Depth: t.Depth,
+	}
+	if t.Parent != nil {
+		j.Parent = &t.Parent.Ref
 	}
 	if !t.EndedAt.IsZero() {
 		j.EndedAt = &t.EndedAt

@@ -95,6 +95,11 @@ func (p *progress) Event(e workflow.Event) {
 		}
 	case workflow.EventDetection:
 		p.line("step %d  %s  detection %s: %s", e.Step, e.Role, e.Status, e.Message)
+	case workflow.EventTurnWaiting:
+		p.claimed(e.Step)
+		p.line("step %d  %s  %s; answer with: %s", e.Step, e.Role, e.Message, answerCommand(p.ref, nil, false))
+	case workflow.EventChildStarted:
+		p.line("step %d  started child %s", e.Step, e.Message)
 	case workflow.EventResumed:
 		p.line("%s %s", p.ref, e.Message)
 	case api.EventNotify:

@@ -21,6 +21,7 @@ func newCmdRoot(f *Factory) *cobra.Command {
 		newCmdValidate(f, nil),
 		newCmdWorkflow(f),
 		newCmdThread(f),
+		newCmdInbox(f, nil),
 		newCmdDaemon(f, nil),
 		newCmdExampleAgent(f, nil),
 		newCmdInit(f, nil),

@@ -22,7 +22,7 @@ type threadMessagesOptions struct {
 
 func newCmdThread(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{Use: "thread", Short: "Query a thread (what an agent runs inside a turn)"}
-	cmd.AddCommand(newCmdThreadMessages(f, nil), newCmdThreadDiff(f, nil), newCmdThreadCheckout(f, nil))
+	cmd.AddCommand(newCmdThreadMessages(f, nil), newCmdThreadDiff(f, nil), newCmdThreadCheckout(f, nil), newCmdThreadAnswer(f, nil))
 	return cmd
 }
 

@@ -63,6 +63,7 @@ func workflowLogsRun(ctx context.Context, f *Factory, opts *workflowLogsOptions)
 	}
 	if !opts.JSON {
 		printWorkspace(f, t)
+		printPeople(f, ref, t)
 	}
 	byStep := map[int]workflow.Message{}
 	for _, m := range msgs {
@@ -168,7 +169,7 @@ func printEvent(f *Factory, e workflow.Event) {
 	case workflow.EventTurnStarted:
 		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  started (%s)\n", at, e.Step, e.Role, doer(e))
 	case workflow.EventTurnAnswered:
-		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  answered by %s (%s)\n", at, e.Step, e.Role, e.Agent, e.Adapter)
+		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  answered by %s%s\n", at, e.Step, e.Role, e.Agent, parens(e.Adapter))
 	case workflow.EventTurnFailed:
 		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  failed: %s\n", at, e.Step, e.Role, e.Message)
 	case workflow.EventThreadEnded:
@@ -179,6 +180,10 @@ func printEvent(f *Factory, e workflow.Event) {
 		fmt.Fprintf(f.IO.Out, "%s  %s %s%s\n", at, e.Thread, e.Status, msg)
 	case workflow.EventDetection:
 		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  detection %s: %s\n", at, e.Step, e.Role, e.Status, e.Message)
+	case workflow.EventTurnWaiting:
+		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  %s\n", at, e.Step, e.Role, e.Message)
+	case workflow.EventChildStarted:
+		fmt.Fprintf(f.IO.Out, "%s  step %d  started child %s\n", at, e.Step, e.Message)
 	case khalaTurnQueued:
 		fmt.Fprintf(f.IO.Out, "%s  step %d  %s  queued\n", at, e.Step, e.Role)
 	case khalaTurnExpired, khalaTurnReleased:

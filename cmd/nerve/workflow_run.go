@@ -109,6 +109,7 @@ func workflowRunRun(ctx context.Context, f *Factory, opts *workflowRunOptions) e
 		return err
 	}
 	req.Input = in
+	req.Parent = parentThread(f, ref)
 	if _, err := f.Config(); err != nil {
 		return err
 	}

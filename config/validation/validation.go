@@ -113,6 +113,9 @@ func RoleAdapters(def *workflow.Definition, cfg *config.Config) yamlfile.Errors 
 	}
 	var errs yamlfile.Errors
 	for _, role := range sortedRoles(def) {
+		if def.IsHuman(role) {
+			continue // a person answers it
+		}
 		name := def.Roles[role].Adapter
 		field := "roles." + role + ".adapter"
 		if !cfg.HasAdapter(name) {

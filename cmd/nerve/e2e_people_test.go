@@ -1,0 +1,156 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// inboxOf runs `nerve inbox --json`.
+func inboxOf(t *testing.T, e *env) inboxJSON {
+	t.Helper()
+	r := e.must(0, "inbox", "--json")
+	var in inboxJSON
+	if err := json.Unmarshal([]byte(r.stdout), &in); err != nil {
+		t.Fatalf("inbox --json: %v\n%s", err, r)
+	}
+	return in
+}
+
+func waitInbox(t *testing.T, e *env, n int) inboxJSON {
+	t.Helper()
+	var in inboxJSON
+	waitFor(t, "the inbox to list the waiting turn", func() bool {
+		in = inboxOf(t, e)
+		return len(in.Waiting) == n
+	})
+	return in
+}
+
+// A local human turn waits in the inbox; bad answers are refused (exit 2)
+// and change nothing; a rejection goes back to the author; an approval
+// ends the thread; answering it again is refused.
+func TestE2EHumanTurnLocal(t *testing.T) {
+	e := newEnv(t)
+	def := repoFile(t, "examples/release.yaml")
+	e.must(0, "workflow", "run", def, "--input", "version=1.2", "--detach")
+	in := waitInbox(t, e, 1)
+	w := in.Waiting[0]
+	if w.Ref != "release#thread-1" || w.Step != 2 || w.Role != "approver" || w.Meta == nil || len(in.Unreachable) != 0 {
+		t.Fatalf("inbox: %+v", in)
+	}
+	logs := e.must(0, "workflow", "logs", "release#thread-1")
+	want := `step 2  approver  waits for a person: nerve thread answer release#thread-1 "TEXT" --meta '{"approved": true}'`
+	if !strings.Contains(logs.stdout, want) || !strings.Contains(logs.stdout, "waiting for a person") {
+		t.Fatalf("logs do not say who answers and how:\n%s", logs)
+	}
+
+	for _, bad := range [][]string{
+		{"thread", "answer", "release#thread-1", "ok"},                                  // the role wants meta
+		{"thread", "answer", "release#thread-1", "ok", "--meta", `{"approved": "yes"}`}, // not the schema
+		{"thread", "answer", "release#thread-1", "ok", "--meta", `{nope`},               // not JSON
+		{"thread", "answer", "release#thread-1", "ok", "--meta", `[true]`},              // not an object
+		{"thread", "answer", "release#thread-1", "ok", "--file", "x", "--meta", `{"approved": true}`},
+		{"thread", "answer", "release#thread-1"},                                                      // empty
+		{"thread", "answer", "release", "ok"},                                                         // no thread
+		{"thread", "answer", "release#thread-9", "ok"},                                                // unknown thread
+		{"thread", "answer", "release#thread-1", "ok", "--step", "1", "--meta", `{"approved": true}`}, // not waiting
+	} {
+		r := e.run(bad...)
+		if r.code == 0 || strings.Count(strings.TrimSpace(r.stderr), "\n") > 1 || strings.Contains(r.stderr, "goroutine") {
+			t.Errorf("nerve %v: want a one-line refusal, got %s", bad, r)
+		}
+	}
+	if r := e.run("thread", "answer", "release#thread-1", "ok", "--meta", `{"approved": "yes"}`); r.code != 2 || !strings.Contains(r.stderr, "want boolean") {
+		t.Fatalf("bad meta: %s", r)
+	}
+	if in := inboxOf(t, e); len(in.Waiting) != 1 {
+		t.Fatalf("a refused answer changed the inbox: %+v", in)
+	}
+
+	e.must(0, "thread", "answer", "release#thread-1", "Say which bugs it fixes", "--meta", `{"approved": false}`)
+	in = waitInbox(t, e, 1)
+	if in.Waiting[0].Step != 4 {
+		t.Fatalf("after a rejection the author goes again, then step 4 waits: %+v", in)
+	}
+	notes := filepath.Join(e.home, "ok.md")
+	os.WriteFile(notes, []byte("Ship it\n"), 0o600)
+	r := e.must(0, "thread", "answer", "release#thread-1", "--file", notes, "--meta", `{"approved": true}`, "--json")
+	var res answerJSON
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.Step != 4 || res.Role != "approver" || res.By == "" {
+		t.Fatalf("answer --json: %v %s", err, r)
+	}
+	if r := e.must(0, "workflow", "logs", "release#thread-1", "-f"); !strings.Contains(r.stdout, "step 4  approver  answered by "+res.By) {
+		t.Fatalf("the log does not show who approved:\n%s", r)
+	}
+	if m := e.must(0, "thread", "messages", "release#thread-1", "--step", "4", "--json"); !strings.Contains(m.stdout, `"agent":"`+res.By+`"`) || !strings.Contains(m.stdout, `"approved":true`) {
+		t.Fatalf("step 4's message: %s", m)
+	}
+	if r := e.run("thread", "answer", "release#thread-1", "again", "--meta", `{"approved": true}`); r.code != 1 || !strings.Contains(r.stderr, "already ended") {
+		t.Fatalf("answering an ended thread: %s", r)
+	}
+}
+
+// An agent never approves its own work: an answer sent from inside a
+// running turn (its process group) is refused; the same answer from the
+// person's terminal is taken.
+func TestE2EAnswerFromInsideTurnRefused(t *testing.T) {
+	e := newEnv(t)
+	e.write("agent.sh", `#!/bin/sh
+nerve thread answer "$NERVE_THREAD" "approved by me" --step 1 --meta '{"approved": true}' >"$NERVE_HOME/sneak.out" 2>"$NERVE_HOME/sneak.err"
+echo $? >"$NERVE_HOME/sneak.code"
+sh -c 'nerve thread answer "$NERVE_THREAD" "from a grandchild" --step 1 --meta "{\"approved\": true}"' 2>"$NERVE_HOME/sneak2.err"
+echo "tried"
+`)
+	e.write("nerve.yaml", "adapters:\n  sneaky:\n    type: exec\n    command: ["+e.home+"/agent.sh]\n")
+	def := e.write("approve.yaml", `workflow: approve
+moderator: |
+  last = null ? [{"role": "approver", "instruction": "approve"}, {"role": "worker", "instruction": "work"}]
+  : {"done": true, "result": messages[role = "approver"].agent}
+roles:
+  approver:
+    human: true
+    prompt: Approve.
+    meta: {type: object, required: [approved], properties: {approved: {type: boolean}}}
+  worker: {adapter: sneaky, prompt: Work.}
+`)
+	e.must(0, "workflow", "run", def, "--detach")
+	waitFor(t, "the agent to try to answer", func() bool {
+		b, _ := os.ReadFile(filepath.Join(e.home, "sneak2.err"))
+		return len(b) > 0
+	})
+	code, _ := os.ReadFile(filepath.Join(e.home, "sneak.code"))
+	stderr, _ := os.ReadFile(filepath.Join(e.home, "sneak.err"))
+	if strings.TrimSpace(string(code)) != "1" || !strings.Contains(string(stderr), "an agent never approves its own work") {
+		t.Fatalf("an answer from inside the turn: exit %s, stderr %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.home, "sneak2.err")); !strings.Contains(string(b), "never approves its own work") {
+		t.Fatalf("an answer from the turn's grandchild: %s", b)
+	}
+	waitInbox(t, e, 1)
+	e.must(0, "thread", "answer", "approve#thread-1", "yes", "--step", "1", "--meta", `{"approved": true}`)
+	e.must(0, "workflow", "logs", "approve#thread-1", "-f")
+}
+
+// A human turn survives kill -9 of the daemon: after the restart it still
+// waits, and an answer given then completes the thread.
+func TestE2EHumanTurnSurvivesKill9(t *testing.T) {
+	e := newEnv(t)
+	e.must(0, "workflow", "run", repoFile(t, "examples/release.yaml"), "--input", "version=2.0", "--detach")
+	waitInbox(t, e, 1)
+	pid := e.daemonPID()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the daemon to die", func() bool { return syscall.Kill(pid, 0) != nil })
+	// The answer starts a new daemon; it is recorded whether or not the
+	// resumed thread's turn is waiting yet.
+	e.must(0, "thread", "answer", "release#thread-1", "ok", "--meta", `{"approved": true}`)
+	r := e.must(0, "workflow", "logs", "release#thread-1", "-f")
+	if !strings.Contains(r.stdout, "resumed at step 2") || !strings.Contains(r.stdout, "thread-1 completed") {
+		t.Fatalf("logs after the restart:\n%s", r)
+	}
+}
