@@ -43,25 +43,50 @@ func (s *Server) followUp(c *khaladb.ThreadChange) {
 	if c.Thread.Parent != nil {
 		s.deliverChild(ctx, c.Thread)
 	}
+	var never []string // children not created: the parent ended first
 	for _, l := range c.Thread.Children {
-		if l.Status == workflow.StatusRunning {
-			s.cancelThread(ctx, l.Thread, "parent "+c.Thread.Workflow+"#"+c.Thread.ID+" ended ("+c.Thread.Status+")")
+		if l.Status == workflow.StatusRunning &&
+			!s.cancelThread(ctx, l.Thread, "parent "+c.Thread.Workflow+"#"+c.Thread.ID+" ended ("+c.Thread.Status+")") {
+			never = append(never, l.Thread)
 		}
+	}
+	if len(never) > 0 {
+		s.markCancelled(ctx, c.Thread.ID, never)
+	}
+}
+
+// markCancelled records in thread's links that children were cancelled
+// before they were created.
+func (s *Server) markCancelled(ctx context.Context, thread string, children []string) {
+	err := s.store.UpdateThread(ctx, thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
+		c := &khaladb.ThreadChange{Thread: v.Thread}
+		c.Thread.Children = slices.Clone(v.Thread.Children)
+		for i, l := range c.Thread.Children {
+			if l.Status == workflow.StatusRunning && slices.Contains(children, l.Thread) {
+				c.Thread.Children[i].Status = workflow.StatusCancelled
+			}
+		}
+		return c, nil
+	})
+	if err != nil {
+		s.log.Error("record children cancelled before they started", "thread", thread, "err", err)
 	}
 }
 
 // startChild creates the child thread of parent's child turn t. A child
-// that cannot start (unknown workflow, bad input) closes t with an error
-// of kind child, as a child that failed would.
+// that cannot start at all (an unknown workflow, bad input) fails the
+// parent, as it does locally: the moderator asked for what cannot be.
 func (s *Server) startChild(ctx context.Context, parent khaladb.Thread, t khaladb.Turn) {
 	i := slices.IndexFunc(parent.Pending, func(p workflow.Turn) bool { return p.Step == t.Step })
 	if i < 0 {
 		return
 	}
 	wt := parent.Pending[i]
+	if !s.childTurnOpen(ctx, t.ID) {
+		return // the parent ended (a sibling could not start, say)
+	}
 	fail := func(reason string) {
-		s.deliverChild(ctx, khaladb.Thread{Thread: workflow.Thread{ID: t.Child, Workflow: wt.Workflow, Status: workflow.StatusFailed,
-			Error: reason, Parent: &workflow.Parent{Ref: parentRef(parent), Thread: parent.ID, Step: t.Step}}})
+		s.spawnFailed(ctx, parent.ID, t, reason)
 	}
 	rec, err := s.store.Workflow(ctx, wt.Workflow)
 	if errors.Is(err, khaladb.ErrNotFound) {
@@ -103,10 +128,58 @@ func (s *Server) startChild(ctx context.Context, parent khaladb.Thread, t khalad
 		s.metrics.threadsStarted.Add(1)
 		s.handoffs.sawBare(c.Thread.ID)
 		s.changed(c)
+		// A parent that ended while the child was made cancelled what it
+		// knew of: this child too.
+		if tk, err := s.store.Turn(ctx, t.ID); err == nil && tk.State == khaladb.TurnCancelled {
+			s.cancelThread(ctx, c.Thread.ID, "parent "+parentRef(parent)+" ended")
+		}
 	}
 }
 
+// childTurnOpen reports whether child turn id still waits for its child.
+func (s *Server) childTurnOpen(ctx context.Context, id string) bool {
+	tk, err := s.store.Turn(ctx, id)
+	return err != nil || tk.State == khaladb.TurnChild // unsure: go on; creating twice is a no-op
+}
+
 func parentRef(t khaladb.Thread) string { return t.Workflow + "#" + t.ID }
+
+// spawnFailed records why child turn t of thread could not start (a
+// message with an error of kind spawn) and fails the thread with it.
+func (s *Server) spawnFailed(ctx context.Context, thread string, t khaladb.Turn, reason string) {
+	var c *khaladb.ThreadChange
+	err := s.store.UpdateThread(ctx, thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
+		c = nil
+		tk := v.Turn(t.ID)
+		if tk == nil || tk.State != khaladb.TurnChild || tk.Child != t.Child {
+			return nil, nil
+		}
+		now := s.now()
+		c = &khaladb.ThreadChange{Thread: v.Thread}
+		m := workflow.Message{Step: tk.Step, Role: tk.Role, Instruction: tk.Instruction, At: now,
+			Error: &workflow.MessageError{Kind: workflow.ErrorKindSpawn, Message: reason}}
+		done := *tk
+		done.State = khaladb.TurnAnswered
+		c.Turns, c.Messages = []khaladb.Turn{done}, []workflow.Message{m}
+		c.Events = []workflow.Event{{At: now, Type: workflow.EventTurnFailed, Thread: v.Thread.ID, Step: tk.Step, Role: tk.Role,
+			Turn: tk.ID, Message: workflow.ErrorKindSpawn + ": " + reason}}
+		c.Thread.Children = slices.Clone(v.Thread.Children)
+		for i := range c.Thread.Children {
+			if c.Thread.Children[i].Thread == tk.Child {
+				c.Thread.Children[i].Status = workflow.StatusFailed
+			}
+		}
+		endThread(c, workflow.StatusFailed, nil, reason, openTurns(v, tk.ID), now)
+		return c, nil
+	})
+	if err != nil {
+		s.log.Error("fail a thread whose child could not start", "thread", thread, "turn", t.ID, "err", err)
+		return
+	}
+	if c != nil {
+		s.changed(c)
+	}
+}
 
 // deliverChild tells child's parent that child ended: its link's status,
 // and, when a step of the parent waits for it, the step's message.
@@ -160,7 +233,7 @@ func childEnded(ctx context.Context, defs *defCache, v *khaladb.ThreadView, chil
 		if reason == "" {
 			reason = "child thread " + ref + " was " + child.Status
 		}
-		m.Error = &workflow.MessageError{Kind: "child", Message: reason}
+		m.Error = &workflow.MessageError{Kind: workflow.ErrorKindChild, Message: reason}
 	}
 	ev := workflow.Event{At: now, Type: workflow.EventChildEnded, Thread: th.ID, Step: t.Step, Role: t.Role, Turn: t.ID,
 		Status: child.Status, Message: ref}
@@ -184,8 +257,9 @@ func resultText(result any) string {
 	return string(data)
 }
 
-// cancelThread cancels a running thread (a parent's child).
-func (s *Server) cancelThread(ctx context.Context, id, by string) {
+// cancelThread cancels a running thread (a parent's child); false: there
+// is no such thread.
+func (s *Server) cancelThread(ctx context.Context, id, by string) bool {
 	var c *khaladb.ThreadChange
 	err := s.store.UpdateThread(ctx, id, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
 		c = nil
@@ -196,13 +270,15 @@ func (s *Server) cancelThread(ctx context.Context, id, by string) {
 		c, err = cancel(v, by, s.now())
 		return c, err
 	})
-	if err != nil && !errors.Is(err, khaladb.ErrNotFound) {
+	switch {
+	case errors.Is(err, khaladb.ErrNotFound):
+		return false
+	case err != nil:
 		s.log.Error("cancel a child thread", "thread", id, "err", err)
-		return
-	}
-	if c != nil {
+	case c != nil:
 		s.changed(c)
 	}
+	return true
 }
 
 // checkChild is the sweeper's check of a child turn: create its thread

@@ -48,21 +48,28 @@ roles:
   unused: {prompt: never asked.}
 `
 
+// childrenView is a thread as GET /v1/threads/{id} shows it, with its
+// children's ids (from their refs) for the tests.
 type childrenView struct {
-	threadJSON
-	Children *childrenJSON `json:"children"`
+	workflow.Thread
+	kids []string
+}
+
+func (v childrenView) count(status string) int {
+	if v.Children == nil {
+		return 0
+	}
+	return v.Children.Counts[status]
 }
 
 func (c *client) children(id string) childrenView {
 	c.ts.t.Helper()
 	var out childrenView
-	data := c.must("GET", "/v1/threads/"+id, nil, 200, nil)
-	out.threadJSON.Thread = &workflow.Thread{}
-	if err := json.Unmarshal(data, out.threadJSON.Thread); err != nil {
-		c.ts.t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &out); err != nil {
-		c.ts.t.Fatal(err)
+	c.must("GET", "/v1/threads/"+id, nil, 200, &out.Thread)
+	if out.Children != nil {
+		for _, ref := range out.Children.Refs {
+			out.kids = append(out.kids, ref[strings.Index(ref, "#")+1:])
+		}
 	}
 	return out
 }
@@ -76,14 +83,14 @@ func testChildWorkflows(t *testing.T, bk backend) {
 	a.putWorkflow(fanOutWF)
 	id := a.start("fanout", nil, "")
 	cv := a.children(id)
-	if cv.Children == nil || cv.Children.Running != 2 || len(cv.Children.Threads) != 2 {
+	if cv.count(workflow.StatusRunning) != 2 || len(cv.kids) != 2 || !strings.HasPrefix(cv.Children.Refs[0], "review#thread-") {
 		t.Fatalf("children: %+v", cv.Children)
 	}
-	kids := cv.Children.Threads
+	kids := cv.kids
 	for i, k := range kids {
-		child := a.children(k.Thread)
+		child := a.children(k)
 		if child.Parent == nil || child.Parent.Thread != id || child.Parent.Step != i+1 || child.Depth != 1 || child.Status != workflow.StatusRunning {
-			t.Fatalf("child %s: parent %+v, depth %d, %s", k.Thread, child.Parent, child.Depth, child.Status)
+			t.Fatalf("child %s: parent %+v, depth %d, %s", k, child.Parent, child.Depth, child.Status)
 		}
 	}
 	// The parent's summariser and each child's reviewer, in parallel.
@@ -101,11 +108,11 @@ func testChildWorkflows(t *testing.T, bk backend) {
 		}
 	}
 	th := a.children(id)
-	if th.Status != workflow.StatusCompleted || th.Children.Completed != 2 || th.Children.Running != 0 {
+	if th.Status != workflow.StatusCompleted || th.count(workflow.StatusCompleted) != 2 || th.count(workflow.StatusRunning) != 0 {
 		t.Fatalf("parent after its children: %s %s, children %+v", th.Status, th.Error, th.Children)
 	}
 	res, _ := json.Marshal(th.Result)
-	for _, want := range []string{`"child":"review#` + kids[0].Thread, `"role":"second"`, `"role":"summariser"`, `\"verdict\":\"ok from reviewer ` + kids[1].Thread} {
+	for _, want := range []string{`"child":"review#` + kids[0], `"role":"second"`, `"role":"summariser"`, `\"verdict\":\"ok from reviewer ` + kids[1]} {
 		if !strings.Contains(string(res), want) {
 			t.Errorf("result lacks %s: %s", want, res)
 		}
@@ -132,7 +139,7 @@ func testChildFailures(t *testing.T, bk backend) {
 	}
 	th := a.children(id)
 	res, _ := json.Marshal(th.Result)
-	if th.Status != workflow.StatusCompleted || !strings.Contains(string(res), `"error":"child"`) || th.Children.Failed != 1 {
+	if th.Status != workflow.StatusCompleted || !strings.Contains(string(res), `"error":"child"`) || th.count(workflow.StatusFailed) != 1 {
 		t.Fatalf("fan-out with a failing child: %s %s, result %s, children %+v", th.Status, th.Error, res, th.Children)
 	}
 	var msgs []workflow.Message
@@ -144,10 +151,10 @@ func testChildFailures(t *testing.T, bk backend) {
 	// nest: its child (depth 1) may not start another (depth 2).
 	top := a.start("nest", nil, "")
 	th = a.children(top)
-	if th.Status != workflow.StatusCompleted || th.Children == nil || th.Children.Failed != 1 {
+	if th.Status != workflow.StatusCompleted || th.count(workflow.StatusFailed) != 1 {
 		t.Fatalf("nest: %s %s, children %+v", th.Status, th.Error, th.Children)
 	}
-	child := a.children(th.Children.Threads[0].Thread)
+	child := a.children(th.kids[0])
 	if child.Status != workflow.StatusFailed || !strings.Contains(child.Error, "max_spawn_depth 1") || child.Depth != 1 {
 		t.Fatalf("the child past the depth: %s %q depth %d", child.Status, child.Error, child.Depth)
 	}
@@ -183,7 +190,7 @@ func testChildFailures(t *testing.T, bk backend) {
 	if c := a.children(out.Thread); c.Status != workflow.StatusCancelled || !strings.Contains(c.Error, "parent review#"+running) {
 		t.Errorf("the child of a cancelled parent: %s %q", c.Status, c.Error)
 	}
-	if p := a.children(running); p.Children == nil || p.Children.Cancelled != 1 {
+	if p := a.children(running); p.count(workflow.StatusCancelled) != 1 {
 		t.Errorf("the cancelled parent's children: %+v", p.Children)
 	}
 }
@@ -206,7 +213,7 @@ func testChildSurvivesRestart(t *testing.T, bk backend) {
 			t.Fatalf("answer %s: %d %s", tk.Turn, s, d)
 		}
 	}
-	if th := b.children(id); th.Status != workflow.StatusCompleted || th.Children.Completed != 2 {
+	if th := b.children(id); th.Status != workflow.StatusCompleted || th.count(workflow.StatusCompleted) != 2 {
 		t.Fatalf("parent after a restart: %s %q, children %+v", th.Status, th.Error, th.Children)
 	}
 }
@@ -222,7 +229,7 @@ func testChildCheckRecovers(t *testing.T, bk backend) {
 	a.putWorkflow(reviewWF)
 	a.putWorkflow(fanOutWF)
 	id := a.start("fanout", nil, "")
-	kids := a.children(id).Children.Threads
+	kids := a.children(id).kids
 	ts.stop()
 
 	// As a crash would leave it: step 2's child never created, step 1's
@@ -237,7 +244,7 @@ func testChildCheckRecovers(t *testing.T, bk backend) {
 		return c, nil
 	})
 	if err == nil {
-		err = st.UpdateThread(t.Context(), kids[0].Thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
+		err = st.UpdateThread(t.Context(), kids[0], func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
 			return cancel(v, "the test", now)
 		})
 	}
@@ -258,4 +265,41 @@ func testChildCheckRecovers(t *testing.T, bk backend) {
 		status, data := b.do("GET", "/v1/threads/thread-50", nil)
 		return status == 200 && strings.Contains(string(data), `"thread":"`+id+`"`)
 	})
+}
+
+// A child that cannot start at all (an unknown workflow, bad input) fails
+// its parent with the reason, as it does locally.
+func TestChildThatCannotStart(t *testing.T) { eachBackend(t, testChildThatCannotStart) }
+
+func testChildThatCannotStart(t *testing.T, bk backend) {
+	ts := bk.server(t)
+	a := ts.agent("laptop")
+	a.putWorkflow(reviewWF)
+	for _, c := range []struct{ wf, says string }{
+		{strings.Replace(fanOutWF, `{"workflow": "review", "input": {"item": "a"}}`, `{"workflow": "nosuch", "input": {}}`, 1), `"nosuch" is not published`},
+		{strings.Replace(fanOutWF, `"input": {"item": "a"}`, `"input": {"item": 7}`, 1), "item"},
+	} {
+		a.putWorkflow(c.wf)
+		id := a.start("fanout", nil, "")
+		th := a.children(id)
+		if th.Status != workflow.StatusFailed || !strings.Contains(th.Error, c.says) {
+			t.Errorf("parent of a child that cannot start: %s %q; want failed saying %s", th.Status, th.Error, c.says)
+		}
+		var msgs []workflow.Message
+		a.must("GET", "/v1/threads/"+id+"/messages?step=1", nil, 200, &msgs)
+		if len(msgs) != 1 || msgs[0].Error == nil || msgs[0].Error.Kind != workflow.ErrorKindSpawn {
+			t.Errorf("the step's message: %+v", msgs)
+		}
+		// Its other child (never started) and its agent's turn are
+		// cancelled with it.
+		if th = a.children(id); th.count(workflow.StatusRunning) != 0 || th.count(workflow.StatusCancelled) != 1 || th.count(workflow.StatusFailed) != 1 {
+			t.Errorf("children of the failed parent: %+v", th.Children)
+		}
+		if status, _ := a.do("GET", "/v1/threads/"+th.kids[1], nil); status != 404 {
+			t.Errorf("the sibling child was started after its parent failed: %d", status)
+		}
+		if got := a.claim(map[string]any{"max": 10}); len(got) != 0 {
+			t.Errorf("claims after the parent failed: %+v", got)
+		}
+	}
 }

@@ -22,46 +22,19 @@ type threadJSON struct {
 	*workflow.Thread
 	Initiator string     `json:"initiator,omitempty"`
 	Turns     []turnJSON `json:"turns,omitempty"`
-	// Children counts the child threads by status and lists them; null
-	// when the thread started none.
-	Children *childrenJSON `json:"children"`
 }
 
-// childrenJSON is a thread's children: counts by status, and each one.
-type childrenJSON struct {
-	Running   int         `json:"running"`
-	Completed int         `json:"completed"`
-	Failed    int         `json:"failed"`
-	Cancelled int         `json:"cancelled"`
-	Threads   []childJSON `json:"threads"`
-}
-
-type childJSON struct {
-	Ref      string `json:"ref"`
-	Thread   string `json:"thread"`
-	Workflow string `json:"workflow"`
-	Step     int    `json:"step"` // the parent's step that waits for it; 0: none
-	Status   string `json:"status"`
-}
-
-func newChildrenJSON(links []khaladb.ChildLink) *childrenJSON {
+// childrenOf summarises a thread's children as every thread object shows
+// them (workflow.Children): counts by status, refs in the order they
+// started; nil when it started none.
+func childrenOf(links []khaladb.ChildLink) *workflow.Children {
 	if len(links) == 0 {
 		return nil
 	}
-	out := &childrenJSON{Threads: make([]childJSON, 0, len(links))}
+	out := &workflow.Children{Counts: map[string]int{}, Refs: make([]string, 0, len(links))}
 	for _, l := range links {
-		switch l.Status {
-		case workflow.StatusRunning:
-			out.Running++
-		case workflow.StatusCompleted:
-			out.Completed++
-		case workflow.StatusFailed:
-			out.Failed++
-		case workflow.StatusCancelled:
-			out.Cancelled++
-		}
-		out.Threads = append(out.Threads, childJSON{Ref: l.Workflow + "#" + l.Thread, Thread: l.Thread, Workflow: l.Workflow,
-			Step: l.Step, Status: l.Status})
+		out.Counts[l.Status]++
+		out.Refs = append(out.Refs, l.Workflow+"#"+l.Thread)
 	}
 	return out
 }
@@ -81,7 +54,8 @@ type turnJSON struct {
 func newThreadJSON(t khaladb.Thread, turns []khaladb.Turn) threadJSON {
 	wt := t.Thread
 	wt.Source = nil
-	out := threadJSON{Thread: &wt, Initiator: t.Initiator, Children: newChildrenJSON(t.Children)}
+	wt.Children = childrenOf(t.Children)
+	out := threadJSON{Thread: &wt, Initiator: t.Initiator}
 	for _, tt := range turns {
 		if tt.Open() {
 			tj := turnJSON{Turn: tt.ID, Step: tt.Step, Role: tt.Role, State: tt.State,
