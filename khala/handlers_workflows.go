@@ -1,6 +1,7 @@
 package khala
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -316,6 +317,9 @@ func (s *Server) handleStartThread(w http.ResponseWriter, r *http.Request, a kha
 		return err
 	})
 	if err != nil {
+		if parent != nil {
+			s.markCancelled(context.WithoutCancel(r.Context()), parent.Thread, []string{id}) // it never started
+		}
 		s.fail(w, r, err)
 		return
 	}
