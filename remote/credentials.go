@@ -66,6 +66,10 @@ func ForConfig(cfg Config, name string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if tok == "" {
+		// A person's machine (no agent enrolled) reads threads as them.
+		tok = person
+	}
 	c := New(name, url, tok)
 	c.PersonToken = person
 	return c, nil

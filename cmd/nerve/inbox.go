@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -117,9 +116,9 @@ func remoteInbox(ctx context.Context, f *Factory, name string, timeout time.Dura
 	if err != nil {
 		return inboxSide{remote: name, err: err}
 	}
-	c.Retries = 0 // an inbox answers now or says the remote is unreachable
-	var ws []workflow.Waiting
-	if err := c.Do(ctx, http.MethodGet, "/v1/inbox", nil, &ws); err != nil {
+	c.Retries = 0           // an inbox answers now or says the remote is unreachable
+	ws, err := c.Inbox(ctx) // with the person token stored for the remote
+	if err != nil {
 		return inboxSide{remote: name, err: err}
 	}
 	for i := range ws {

@@ -147,6 +147,19 @@ func TestE2EKhalaPeopleAndChildren(t *testing.T) {
 	}
 	resp.Body.Close()
 
+	// A third, answered with the CLI by the person's NERVE_HOME.
+	ref3 := strings.TrimSpace(a.must(0, "workflow", "run", "origin/release", "-d").stdout)
+	waitFor(t, "the third approval", func() bool {
+		return strings.Contains(p.run("inbox", "--json").stdout, ref3)
+	})
+	if r := p.run("thread", "answer", ref3, "not yet", "--meta", `{"approved": "maybe"}`); r.code != 2 {
+		t.Fatalf("a bad meta through the CLI: %s", r)
+	}
+	p.must(0, "thread", "answer", ref3, "fine", "--meta", `{"approved": true}`)
+	if r := p.run("thread", "answer", ref3, "again", "--meta", `{"approved": true}`); r.code == 0 {
+		t.Fatalf("answering twice through the CLI: %s", r)
+	}
+
 	// Removing alice stops her token at once.
 	admin.must(0, "khala", "user", "remove", "alice", "--db", k.db)
 	if _, err := asAlice.Inbox(ctx); !remote.IsStatus(err, 401) {
