@@ -85,6 +85,9 @@ func testHumanTurns(t *testing.T, bk backend) {
 		t.Fatalf("trace: %s", got)
 	}
 
+	if m := string(a.must("GET", "/metrics", nil, 200, nil)); !strings.Contains(m, "khala_turns_waiting 1\n") || !strings.Contains(m, "khala_queue_depth 0\n") {
+		t.Errorf("metrics while a person's turn waits:\n%s", m)
+	}
 	var inbox []workflow.Waiting
 	alice.must("GET", "/v1/inbox", nil, 200, &inbox)
 	if len(inbox) != 1 || inbox[0].Turn != id+".2" || inbox[0].Ref != "release#"+id || inbox[0].Instruction != "approve v1.2" {

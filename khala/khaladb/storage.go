@@ -173,4 +173,5 @@ type Stats struct {
 	Queued  int // turns waiting for an agent
 	Claimed int // turns leased to an agent
 	Running int // threads not ended
+	Waiting int // human turns waiting for a person
 }

@@ -197,6 +197,8 @@ func (b *Store) Stats(ctx context.Context) (khaladb.Stats, error) {
 				s.Claimed++
 			case ixRunning:
 				s.Running++
+			case ixWaiting:
+				s.Waiting++
 			}
 		}
 		return nil

@@ -236,7 +236,8 @@ func (p *Store) Stats(ctx context.Context) (khaladb.Stats, error) {
 	err := p.pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM khala_turns WHERE state = 'queued'),
 		(SELECT count(*) FROM khala_turns WHERE state = 'claimed'),
-		(SELECT count(*) FROM khala_threads WHERE status = 'running')`).Scan(&s.Queued, &s.Claimed, &s.Running)
+		(SELECT count(*) FROM khala_threads WHERE status = 'running'),
+		(SELECT count(*) FROM khala_turns WHERE state = 'waiting')`).Scan(&s.Queued, &s.Claimed, &s.Running, &s.Waiting)
 	return s, p.fail("count", err)
 }
 
