@@ -50,6 +50,14 @@ roles:
   unused: {prompt: never asked.}
 `
 
+const delegateCloudWF = `workflow: delegate
+binding: cloud
+moderator: |
+  $count(messages) = 0 ? {"role": "delegator", "instruction": "hand part of it on"} : {"done": true, "result": last.content}
+roles:
+  delegator: {prompt: You delegate.}
+`
+
 // People on a real Khala: `nerve khala user add` while the server runs, a
 // cloud workflow whose human approval a real daemon's agent never takes,
 // answered over HTTP with the person's token and through the remote
@@ -77,8 +85,10 @@ func TestE2EKhalaPeopleAndChildren(t *testing.T) {
 		t.Fatalf("user list shows a token: %s", list)
 	}
 
-	a := agentEnv(t, k, k.enrollToken(t, 1), "agent-a", `echo "done $NERVE_ROLE"`, "", 2)
-	for name, src := range map[string]string{"release": releaseCloudWF, "review": reviewCloudWF, "fanout": fanOutCloudWF} {
+	script := `if [ "$NERVE_ROLE" = delegator ]; then nerve workflow run origin/review -i item=sub -d; fi
+echo "done $NERVE_ROLE"`
+	a := agentEnv(t, k, k.enrollToken(t, 1), "agent-a", script, "", 2)
+	for name, src := range map[string]string{"release": releaseCloudWF, "review": reviewCloudWF, "fanout": fanOutCloudWF, "delegate": delegateCloudWF} {
 		a.must(0, "workflow", "push", a.write(name+".yaml", src), "origin")
 	}
 	a.must(0, "daemon", "start")
@@ -176,5 +186,17 @@ func TestE2EKhalaPeopleAndChildren(t *testing.T) {
 	res, _ := json.Marshal(out.Result)
 	if strings.Count(string(res), `"child":"review#thread-`) != 2 || strings.Count(string(res), "done reviewer") != 2 {
 		t.Fatalf("fan-out result: %s", res)
+	}
+
+	// An agent inside a turn starts a child of its turn's thread.
+	out = decodeRun(t, a.must(0, "workflow", "run", "origin/delegate", "--json"))
+	del, err := agent.Thread(ctx, out.Thread[strings.Index(out.Thread, "#")+1:])
+	if err != nil || del.Children == nil || len(del.Children.Refs) != 1 {
+		t.Fatalf("the delegating thread's children: %+v %v", del, err)
+	}
+	kidRef := del.Children.Refs[0]
+	kid, err := agent.Thread(ctx, kidRef[strings.Index(kidRef, "#")+1:])
+	if err != nil || kid.Parent == nil || kid.Parent.Thread != del.ID || kid.Depth != 1 {
+		t.Fatalf("the agent's child: %+v %v", kid, err)
 	}
 }
