@@ -93,7 +93,7 @@ func newCmdKhalaUserAdd(f *Factory) *cobra.Command {
 		Use:     "add NAME",
 		Short:   "Add a person and print their token (shown once)",
 		Example: "  T=$(nerve khala user add alice)\n  nerve khala user add bob --json",
-		Args:    cobra.ExactArgs(1),
+		Args:    exactArgs(1, "name the person"),
 	}
 	resolve := userFlags(f, cmd, opts)
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"name", "token", "added_at"}`)
@@ -167,7 +167,7 @@ func newCmdKhalaUserRemove(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "remove NAME",
 		Short: "Remove a person: their token stops working at once",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1, "name the person"),
 	}
 	resolve := userFlags(f, cmd, opts)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
