@@ -89,7 +89,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", csp)
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin") // "no-referrer" would make Origin "null" on our own forms
 	h.Set("X-Frame-Options", "DENY")
 	if !strings.HasPrefix(r.URL.Path, "/static/") {
 		h.Set("Cache-Control", "no-store")
