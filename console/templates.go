@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nerve-agents/nerve/internal/usage"
+	"github.com/nerve-agents/nerve/workflow"
 )
 
 //go:embed templates/*.html
@@ -66,6 +69,7 @@ var funcs = template.FuncMap{
 		}
 		return s
 	},
+	"eventText": eventText,
 	"dict": func(kv ...any) map[string]any {
 		m := map[string]any{}
 		for i := 0; i+1 < len(kv); i += 2 {
@@ -90,4 +94,35 @@ func tokens(n int64) string {
 		return fmt.Sprintf("%.1fk", float64(n)/1e3)
 	}
 	return fmt.Sprint(n)
+}
+
+// eventText is an event's details as one line: one value for the template
+// to escape rather than a dozen (a thread's trace runs to thousands).
+func eventText(e workflow.Event) string {
+	var b strings.Builder
+	add := func(s ...string) {
+		for _, x := range s {
+			if x != "" {
+				if b.Len() > 0 {
+					b.WriteByte(' ')
+				}
+				b.WriteString(x)
+			}
+		}
+	}
+	if e.Step > 0 {
+		add("#" + strconv.Itoa(e.Step))
+	}
+	add(e.Role)
+	if e.Agent != "" {
+		add("by", e.Agent)
+	}
+	if e.Adapter != "" {
+		add("(" + e.Adapter + ")")
+	}
+	if e.Attempt > 0 {
+		add("attempt", strconv.Itoa(e.Attempt))
+	}
+	add(e.Status, e.Message)
+	return b.String()
 }

@@ -27,7 +27,7 @@ type consoleSource struct {
 
 // countsTTL bounds how stale the list's status counts may be: counting
 // reads every thread, and a busy list page should not do that each time.
-const countsTTL = 2 * time.Second
+var countsTTL = 2 * time.Second
 
 // usageThreads is how many of the newest threads the usage page sums.
 const usageThreads = 500
