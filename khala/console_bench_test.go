@@ -112,11 +112,19 @@ func BenchmarkConsoleThreadsList10000(b *testing.B) {
 			serve(b, h, get("/"), "")
 		}
 	})
-	b.Run("console-first-page-recounting", func(b *testing.B) {
+	b.Run("console-first-page-recounting-in-background", func(b *testing.B) {
 		defer func(d time.Duration) { countsTTL = d }(countsTTL)
 		countsTTL = 0
 		for b.Loop() {
 			serve(b, h, get("/"), "")
+		}
+	})
+	b.Run("status-count-of-10000", func(b *testing.B) {
+		src := &consoleSource{s: ts.srv}
+		for b.Loop() {
+			if _, err := src.recount(b.Context()); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 	b.Run("baseline-api-threads-50", func(b *testing.B) {

@@ -23,10 +23,11 @@ type consoleSource struct {
 	countsMu sync.Mutex
 	counts   console.Counts
 	countsAt time.Time
+	counting bool // a recount is under way
 }
 
-// countsTTL bounds how stale the list's status counts may be: counting
-// reads every thread, and a busy list page should not do that each time.
+// countsTTL is how old the list's status counts get before they are
+// counted again.
 var countsTTL = 2 * time.Second
 
 // usageThreads is how many of the newest threads the usage page sums.
@@ -57,13 +58,33 @@ func (c *consoleSource) Threads(ctx context.Context, f console.ThreadFilter) (*c
 	return out, nil
 }
 
-// statusCounts counts every thread by status, at most once per countsTTL.
+// statusCounts counts every thread by status. Counting reads every
+// thread, so a page gets the last count at once while a stale one (older
+// than countsTTL) is redone in the background; only the first page waits.
 func (c *consoleSource) statusCounts(ctx context.Context) (console.Counts, error) {
 	c.countsMu.Lock()
-	defer c.countsMu.Unlock()
-	if !c.countsAt.IsZero() && time.Since(c.countsAt) < countsTTL {
-		return c.counts, nil
+	have, fresh := !c.countsAt.IsZero(), time.Since(c.countsAt) < countsTTL
+	start := have && !fresh && !c.counting
+	if start {
+		c.counting = true
 	}
+	n := c.counts
+	c.countsMu.Unlock()
+	if start {
+		go func() {
+			bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			_, _ = c.recount(bg)
+		}()
+	}
+	if have {
+		return n, nil
+	}
+	return c.recount(ctx)
+}
+
+func (c *consoleSource) recount(ctx context.Context) (console.Counts, error) {
+	defer func() { c.countsMu.Lock(); c.counting = false; c.countsMu.Unlock() }()
 	ts, err := c.s.store.Threads(ctx, khaladb.ThreadQuery{})
 	if err != nil {
 		return console.Counts{}, err
@@ -81,7 +102,9 @@ func (c *consoleSource) statusCounts(ctx context.Context) (console.Counts, error
 			n.Cancelled++
 		}
 	}
+	c.countsMu.Lock()
 	c.counts, c.countsAt = n, time.Now()
+	c.countsMu.Unlock()
 	return n, nil
 }
 
