@@ -156,6 +156,9 @@ func (c *Console) page(fn func(r *http.Request, u user) (view, error)) http.Hand
 	return c.signedIn(func(w http.ResponseWriter, r *http.Request, u user) {
 		v, err := fn(r, u)
 		switch {
+		case errors.Is(err, ErrNotAvailable) && v.name == "":
+			c.renderError(w, u, http.StatusNotImplemented, "this page is not available here yet")
+			return
 		case errors.Is(err, ErrNotAvailable):
 			v.notYet, err = true, nil
 		case errors.Is(err, ErrNotFound):

@@ -125,7 +125,11 @@ func TestConsoleSignInOnlyForPeople(t *testing.T) {
 }
 
 func TestConsolePagesAndEscaping(t *testing.T) {
-	ts := newTestServer(t, withPerson)
+	eachBackend(t, testConsolePages)
+}
+
+func testConsolePages(t *testing.T, bk backend) {
+	ts := bk.server(t, withPerson)
 	agent := ts.agent("worker-1")
 	agent.putWorkflow(pairWF)
 	id := agent.start("pair", map[string]any{"turns": 1}, "")
