@@ -69,6 +69,7 @@ func New(o Options) *Console {
 	m.HandleFunc("GET /{$}", c.page(c.threadsPage))
 	m.HandleFunc("GET /threads/{id}", c.page(c.threadPage))
 	m.HandleFunc("GET /threads/{id}/live", c.signedIn(c.handleLive))
+	m.HandleFunc("GET /counts/live", c.signedIn(c.handleLiveCounts))
 	m.HandleFunc("GET /inbox", c.page(c.inboxPage))
 	m.HandleFunc("POST /inbox/answer", c.signedIn(c.handleAnswer))
 	m.HandleFunc("GET /workflows", c.page(c.workflowsPage))

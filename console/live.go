@@ -153,3 +153,42 @@ func (c *Console) sendBatch(r *http.Request, id string, batch []workflow.Event, 
 	}
 	return send(0, patch{Replace: "summary", HTML: html("summary", t), End: ended})
 }
+
+// countsEvery is how often the list's live counts are read again.
+const countsEvery = 2 * time.Second
+
+// handleLiveCounts streams the threads list's status counts, each time
+// they change.
+func (c *Console) handleLiveCounts(w http.ResponseWriter, r *http.Request, _ user) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	_ = rc.Flush()
+	var last Counts
+	first := true
+	tick := time.NewTicker(countsEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-r.Context().Done():
+			return
+		}
+		p, err := c.src.Threads(r.Context(), ThreadFilter{Page: 1, PerPage: 1})
+		if err != nil {
+			return
+		}
+		if first || p.Counts != last {
+			var b bytes.Buffer
+			if err := pages["threads"].ExecuteTemplate(&b, "counts", p.Counts); err != nil {
+				return
+			}
+			data, _ := json.Marshal(patch{Replace: "counts", HTML: b.String()})
+			if _, err := fmt.Fprintf(w, "data: %s\n\n", data); err != nil || rc.Flush() != nil {
+				return
+			}
+			last, first = p.Counts, false
+		}
+	}
+}

@@ -76,6 +76,9 @@ type threadData struct {
 	Live       bool
 	// ChildrenUnknown: the source cannot list child threads yet.
 	ChildrenUnknown bool
+	// Changed sums what the turns committed; Commits counts them.
+	Changed workflow.Changes
+	Commits int
 }
 
 func (c *Console) threadPage(r *http.Request, _ user) (view, error) {
@@ -88,6 +91,16 @@ func (c *Console) threadPage(r *http.Request, _ user) (view, error) {
 		return view{}, err
 	}
 	d := threadData{ThreadDetail: t, Live: !t.Thread.Ended(), ChildrenUnknown: t.Children == nil}
+	for _, m := range t.Messages {
+		if m.Changes != nil {
+			d.Changed.Files += m.Changes.Files
+			d.Changed.Insertions += m.Changes.Insertions
+			d.Changed.Deletions += m.Changes.Deletions
+		}
+		if m.Commit != "" {
+			d.Commits++
+		}
+	}
 	for _, e := range t.Events {
 		d.LastSeq = max(d.LastSeq, e.Seq)
 		if e.Type == workflow.EventDetection {

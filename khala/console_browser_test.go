@@ -84,6 +84,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	done := agent.start("pair", map[string]any{"turns": 1}, "")
 	tk := agent.claimOne()
 	agent.respond(tk, "a finished thread's only answer", nil)
+	quick := agent.start("pair", map[string]any{"turns": 1}, "") // its turn is the oldest queued
 	id := agent.start("pair", map[string]any{"turns": 4}, "")
 	shots := filepath.Join(t.TempDir(), "screenshots")
 	os.MkdirAll(shots, 0o755)
@@ -131,6 +132,18 @@ func TestConsoleInBrowser(t *testing.T) {
 		rows = get(t, ctx, "read the filtered list", chromedp.Text(css("table.list tbody")))
 		if strings.Contains(rows, id+"\t") || strings.Contains(rows, "running") || !strings.Contains(rows, done) {
 			t.Errorf("filtered list: %q", rows)
+		}
+		// The counts follow the threads without a reload.
+		run(t, ctx, "list again", chromedp.Navigate(ts.URL+"/"), chromedp.WaitVisible(css("#counts")))
+		get(t, ctx, "mark the page", chromedp.Evaluate[int](`window.nerveMarker = 7`))
+		if tk := agent.claimOne(); tk.Thread != quick {
+			t.Fatalf("claimed %s, want %s's turn", tk.Thread, quick)
+		} else if s, b := agent.respond(tk, "done", nil); s != 200 {
+			t.Fatalf("respond: %d %s", s, b)
+		}
+		run(t, ctx, "see the count move", chromedp.WaitVisible(chromedp.Search(`//ul[@id="counts"]//a[contains(@href, "completed")]/b[text()="2"]`)))
+		if m := get(t, ctx, "read the mark", chromedp.Evaluate[int](`window.nerveMarker || 0`)); m != 7 {
+			t.Error("the list reloaded to show the counts")
 		}
 	})
 

@@ -158,6 +158,19 @@ func testConsolePages(t *testing.T, bk backend) {
 			t.Errorf("%s: want %d, got %d", path, want, status)
 		}
 	}
+	// A workspace thread shows its branch, head and what its turns changed.
+	agent.putWorkflow(codedWF)
+	var started startResponse
+	agent.must("POST", "/v1/workflows/coded/threads", map[string]any{"workspace": map[string]any{"base": commit0}}, 201, &started)
+	tk := agent.claimOne()
+	agent.must("POST", "/v1/turns/"+tk.Turn+"/response", map[string]any{"claim": tk.Claim, "content": "edited",
+		"commit": commit1, "changes": map[string]any{"files": 2, "insertions": 5, "deletions": 1}}, 200, nil)
+	_, page = b.get("/threads/" + started.Thread)
+	for _, want := range []string{"nerve/coded/" + started.Thread, commit1[:12], "turn commits: 1 · 2 files +5 −1", "commit " + commit1[:12]} {
+		if !strings.Contains(page, want) {
+			t.Errorf("workspace thread page lacks %q", want)
+		}
+	}
 	// The API is unchanged beside it.
 	if status, body := agent.do("GET", "/v1/nothing", nil); status != 404 || errCode(body) != codeNotFound {
 		t.Errorf("/v1/nothing: %d %s", status, body)
