@@ -86,9 +86,10 @@ func BenchmarkConsoleThreadPage1000Messages(b *testing.B) {
 		}
 		b.ReportMetric(float64(size)/1024, "KB/page")
 	})
-	b.Run("baseline-api-messages-json", func(b *testing.B) {
+	b.Run("baseline-api-messages-and-trace-json", func(b *testing.B) {
 		for b.Loop() {
 			serve(b, h, httptest.NewRequest("GET", "/v1/threads/"+id+"/messages", nil), a.token)
+			serve(b, h, httptest.NewRequest("GET", "/v1/threads/"+id+"/trace", nil), a.token)
 		}
 	})
 }
