@@ -150,7 +150,7 @@ func (c *Console) handleAnswer(w http.ResponseWriter, r *http.Request, u user) {
 	if ierr != nil {
 		status = http.StatusInternalServerError
 	}
-	c.render(w, status, view{name: "inbox", title: "Inbox", nav: "inbox", data: d, notYet: ierr != nil}, u)
+	c.render(w, r, status, view{name: "inbox", title: "Inbox", nav: "inbox", data: d, notYet: ierr != nil}, u)
 }
 
 func (c *Console) workflowsPage(r *http.Request, _ user) (view, error) {

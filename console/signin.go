@@ -24,7 +24,7 @@ func (c *Console) handleSignInPage(w http.ResponseWriter, r *http.Request) {
 func (c *Console) signInForm(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	tok := randomToken()
 	setCookie(w, r, preCookie, tok, c.opts.Now().Add(time.Hour))
-	c.render(w, status, view{name: "signin", title: "Sign in", data: signInData{CSRF: tok, Error: msg, Help: c.opts.SignInHelp}}, user{})
+	c.render(w, r, status, view{name: "signin", title: "Sign in", data: signInData{CSRF: tok, Error: msg, Help: c.opts.SignInHelp}}, user{})
 }
 
 func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {

@@ -79,13 +79,17 @@ func BenchmarkConsoleThreadPage1000Messages(b *testing.B) {
 	id := a.start("relay", map[string]any{"turns": 1001}, "")
 	answerTurns(b, a, 1000)
 	h, get := signedIn(b, ts)
-	b.Run("console", func(b *testing.B) {
-		var size int
-		for b.Loop() {
-			size = serve(b, h, get("/threads/"+id), "")
-		}
-		b.ReportMetric(float64(size)/1024, "KB/page")
-	})
+	for _, enc := range []string{"", "gzip"} {
+		b.Run("console"+map[string]string{"gzip": "-gzip"}[enc], func(b *testing.B) {
+			var size int
+			for b.Loop() {
+				r := get("/threads/" + id)
+				r.Header.Set("Accept-Encoding", enc)
+				size = serve(b, h, r, "")
+			}
+			b.ReportMetric(float64(size)/1024, "KB/page")
+		})
+	}
 	b.Run("baseline-api-messages-and-trace-json", func(b *testing.B) {
 		for b.Loop() {
 			serve(b, h, httptest.NewRequest("GET", "/v1/threads/"+id+"/messages", nil), a.token)
@@ -173,16 +177,22 @@ func BenchmarkConsoleLiveAnswer(b *testing.B) {
 	b.Run("baseline-reload", func(b *testing.B) { measure(b, true) })
 }
 
-// BenchmarkConsoleFirstLoad sums what a first load of a thread page (20
-// messages) transfers; the baseline is the API's JSON of the same thread
-// (thread, messages, trace).
+// BenchmarkConsoleFirstLoad sums what a first load of a thread page (of
+// 20 and of 1,000 messages) transfers; the baseline is the API's JSON of
+// the same thread (thread, messages, trace).
 func BenchmarkConsoleFirstLoad(b *testing.B) {
+	for _, n := range []int{20, 1000} {
+		b.Run(fmt.Sprintf("%d-messages", n), func(b *testing.B) { benchFirstLoad(b, n) })
+	}
+}
+
+func benchFirstLoad(b *testing.B, messages int) {
 	ctx := newChrome(b)
 	ts := newTestServer(b, withPerson)
 	a := ts.agent("a")
 	a.putWorkflow(relayWF)
-	id := a.start("relay", map[string]any{"turns": 21}, "")
-	answerTurns(b, a, 20)
+	id := a.start("relay", map[string]any{"turns": messages + 1}, "")
+	answerTurns(b, a, messages)
 	run(b, ctx, "sign in", signInActions(ts.URL, testPerson))
 	b.Run("console", func(b *testing.B) {
 		var kb float64
