@@ -135,6 +135,14 @@
 // shares the flushes. Measure with go test
 // ./cmd/nerve -run '^$' -bench Khala (both backends).
 //
+// # Web console
+//
+// Every path outside /v1/ and /metrics is the web console (package
+// console, mounted in console.go), which reads the storage through the
+// same interface as the handlers. People sign in with a token that
+// Options.PersonAuth accepts; agents', enrollment and admin tokens are
+// refused before it is asked.
+//
 // # Storage
 //
 // The server keeps everything through khaladb.Storage, the contract in its

@@ -48,6 +48,10 @@ type Options struct {
 	WebhookAttempts int
 
 	Now func() time.Time
+
+	// PersonAuth checks people's tokens at the web console's sign-in;
+	// nil: no one can sign in yet (console.go).
+	PersonAuth PersonAuth
 }
 
 // Server is the Khala HTTP API over a Storage.
@@ -168,9 +172,7 @@ func (s *Server) Handler() http.Handler {
 		route{method: "POST", auth: authAdmin, h: s.handleAdminAddUser})
 	add("/v1/admin/users/{name}", route{method: "DELETE", auth: authAdmin, h: s.handleAdminRemoveUser})
 	add("/metrics", route{method: "GET", auth: authAgent, h: s.handleMetrics})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
-	})
+	mux.Handle("/", s.consoleHandler(s.opts.PersonAuth))
 	return s.middleware(mux)
 }
 
