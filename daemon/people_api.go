@@ -71,7 +71,13 @@ func (d *Daemon) handleAnswer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := def.CheckAnswer(turn.Role, req.Content, req.Meta); err != nil {
-		writeError(w, http.StatusBadRequest, codeUsage, err.Error(), "")
+		var e apiError
+		e.Error.Code, e.Error.Message = codeUsage, err.Error()
+		var ae *workflow.AnswerError
+		if errors.As(err, &ae) {
+			e.Error.Field = ae.Field
+		}
+		writeJSON(w, http.StatusBadRequest, e)
 		return
 	}
 	m := workflow.Message{Step: turn.Step, Role: turn.Role, Instruction: turn.Instruction, Agent: personName(),
