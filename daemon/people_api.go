@@ -80,7 +80,7 @@ func (d *Daemon) handleAnswer(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, e)
 		return
 	}
-	m := workflow.Message{Step: turn.Step, Role: turn.Role, Instruction: turn.Instruction, Agent: personName(),
+	m := workflow.Message{Step: turn.Step, Role: turn.Role, Instruction: turn.Instruction, Agent: PersonName(),
 		Content: req.Content, Meta: req.Meta, At: time.Now().UTC()}
 	if err := d.store.RecordAnswer(t.ID, m); err != nil {
 		var ac *store.AnswerConflict
@@ -127,8 +127,8 @@ func (d *Daemon) waitingTurn(t *workflow.Thread, def *workflow.Definition, step 
 	return workflow.Turn{}, usage(fmt.Sprintf("%d turns of %s wait for a person: steps %s", len(open), t.ID, strings.Join(steps, ", ")), "name one with --step N")
 }
 
-// personName is who answers through this daemon: its user.
-func personName() string {
+// PersonName is who answers through this daemon: its user.
+func PersonName() string {
 	if u, err := user.Current(); err == nil && u.Username != "" {
 		return u.Username
 	}
