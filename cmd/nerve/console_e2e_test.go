@@ -194,3 +194,45 @@ func TestConsoleLocalAnswer(t *testing.T) {
 		t.Errorf("answered twice: %d\n%s", status, page)
 	}
 }
+
+// `nerve khala serve` signs people in to its console with the token `nerve
+// khala user add` printed, and `user remove` ends their session at once.
+func TestConsoleKhalaPersonSession(t *testing.T) {
+	k := startKhala(t)
+	admin := newEnv(t)
+	token := strings.TrimSpace(admin.must(0, "khala", "user", "add", "alice", "--db", k.db).stdout)
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	send := func(req *http.Request) (int, string) {
+		t.Helper()
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	signIn := func(tok string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", k.url+"/signin", nil)
+		_, page := send(req)
+		csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)[1]
+		form := url.Values{"csrf": {csrf}, "token": {tok}}
+		req, _ = http.NewRequest("POST", k.url+"/signin", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", k.url)
+		return send(req)
+	}
+	if status, page := signIn(token + "x"); status != 401 || !strings.Contains(page, "unknown person token") {
+		t.Errorf("a wrong token: %d\n%s", status, page)
+	}
+	if status, page := signIn(token); status != 200 || !strings.Contains(page, "Sign out") || !strings.Contains(page, "alice") {
+		t.Fatalf("alice signs in: %d\n%s", status, page)
+	}
+	admin.must(0, "khala", "user", "remove", "alice", "--db", k.db)
+	req, _ := http.NewRequest("GET", k.url+"/inbox", nil)
+	if status, page := send(req); status != 401 || !strings.Contains(page, "alice was removed") {
+		t.Errorf("a removed person's session: %d\n%s", status, page)
+	}
+}
