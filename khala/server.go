@@ -51,6 +51,8 @@ type Options struct {
 
 	// PersonAuth checks people's tokens at the web console's sign-in;
 	// nil: this server's people (PersonByToken, `nerve khala user add`).
+	// Another must answer names of the store's people: every console
+	// request checks its person is still there (recheck).
 	PersonAuth PersonAuth
 }
 
