@@ -10,8 +10,11 @@ import (
 )
 
 // spend counts answer m of c's thread in the thread's totals and, in the
-// same change, in the usage rollup.
+// same change, in the usage rollup; a child's result counts its totals.
 func spend(c *khaladb.ThreadChange, m workflow.Message) {
+	if m.ChildUsage != nil {
+		c.Thread.Usage.Merge(*m.ChildUsage) // the child's own answers are in the rollup already
+	}
 	if m.Usage == nil {
 		return
 	}

@@ -53,6 +53,9 @@ func (t *Thread) RecountUsage(msgs []Message) {
 	var tot usage.Totals
 	for i := range msgs {
 		tot.Add(msgs[i].Usage)
+		if c := msgs[i].ChildUsage; c != nil {
+			tot.Merge(*c)
+		}
 	}
 	t.Usage = tot
 }

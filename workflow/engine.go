@@ -245,6 +245,9 @@ func (e *Engine) runPending(ctx context.Context, d *Definition, t *Thread, msgs 
 			mu.Lock()
 			defer mu.Unlock()
 			t.Usage.Add(m.Usage)
+			if m.ChildUsage != nil {
+				t.Usage.Merge(*m.ChildUsage)
+			}
 			remaining--
 			if remaining == 0 {
 				last = m

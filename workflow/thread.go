@@ -87,8 +87,11 @@ type Message struct {
 	// before; the moderator sees null.
 	Commit  string   `json:"commit,omitempty"`
 	Changes *Changes `json:"changes,omitempty"`
-	// Child is the ref of the child thread whose result this message is.
-	Child string `json:"child,omitempty"`
+	// Child is the ref of the child thread whose result this message is;
+	// ChildUsage the child's totals, which count in this thread's (a
+	// rollup by model or agent counts the child's own messages instead).
+	Child      string        `json:"child,omitempty"`
+	ChildUsage *usage.Totals `json:"child_usage,omitempty"`
 }
 
 // MessageError says why a turn's answer is not what was asked for. The
