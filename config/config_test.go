@@ -98,6 +98,12 @@ func TestBadFiles(t *testing.T) {
 		{"reflex unknown adapter", "remotes: {o: {url: 'http://x'}}\nsenses:\n  - {name: t, kind: khala, remote: o}\nreflexes:\n  - on: t\n    do: turn\n    adapter: nope\n", `unknown adapter "nope"`, 7},
 		{"turn reflex on an interval sense", "senses:\n  - {name: t, kind: interval, every: 1m}\nreflexes:\n  - on: t\n    do: turn\n    adapter: claude\n", `do: turn runs turns claimed by a khala sense; "t" is an interval sense`, 5},
 		{"bad log level", "log:\n  level: loud\n", `unknown level "loud"`, 2},
+		{"negative daily_usd", "adapters:\n  claude:\n    daily_usd: -1\n", "adapters.claude.daily_usd: must be a number of dollars, 0 or more, got -1", 3},
+		{"daily_usd not a number", "adapters:\n  claude:\n    daily_usd: lots\n", "adapters.claude.daily_usd", 3},
+		{"negative daily_tokens", "adapters:\n  fast:\n    type: claude\n    daily_tokens: -5\n", "adapters.fast.daily_tokens: must not be negative, got -5", 4},
+		{"metrics on every interface", "daemon:\n  metrics_addr: 0.0.0.0:9464\n", `daemon.metrics_addr: "0.0.0.0:9464" is not a loopback address`, 2},
+		{"metrics on a host name", "daemon:\n  metrics_addr: example.com:9464\n", "is not a loopback address", 2},
+		{"metrics without a port", "daemon:\n  metrics_addr: 127.0.0.1\n", "is not host:port", 2},
 		{"extract without model", "extract:\n  base_url: http://127.0.0.1:1/v1\n", "extract.model: is required", 1},
 	}
 	for _, tc := range cases {
@@ -128,6 +134,17 @@ func TestBadFiles(t *testing.T) {
 				t.Fatal("a config error must exit 2")
 			}
 		})
+	}
+}
+
+func TestCapsAndMetricsLoad(t *testing.T) {
+	cfg, err := load(t, "daemon: {metrics_addr: '[::1]:0'}\nadapters:\n  claude: {daily_usd: 2.5, daily_tokens: 0}\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := cfg.AdapterConfig("claude")
+	if a.DailyUSD == nil || *a.DailyUSD != 2.5 || a.DailyTokens == nil || *a.DailyTokens != 0 || cfg.Daemon.MetricsAddr != "[::1]:0" {
+		t.Fatalf("caps %+v, metrics %q", a, cfg.Daemon.MetricsAddr)
 	}
 }
 

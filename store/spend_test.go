@@ -1,0 +1,61 @@
+package store
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nerve-agents/nerve/internal/usage"
+	"github.com/nerve-agents/nerve/khala/api"
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// An answer is charged to its adapter's UTC day once, in its own commit:
+// stored again (a merge changed it) it is not charged again; a child's
+// result or a person's answer is no adapter's spend; a remote answer is
+// charged as it enters the outbox; and the figures survive a reopen.
+func TestSpendChargedWithTheAnswer(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nerve.db")
+	st, err := Open(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := &workflow.Thread{Workflow: "w", Status: workflow.StatusRunning}
+	if err := st.CreateThread(th); err != nil {
+		t.Fatal(err)
+	}
+	day := time.Date(2026, 11, 25, 23, 59, 0, 0, time.UTC)
+	m1 := workflow.Message{Step: 1, Adapter: "claude", At: day, Usage: &usage.Usage{CostUSD: 1.25, InputTokens: 100, OutputTokens: 20, CachedTokens: 5000}}
+	m2 := workflow.Message{Step: 2, Adapter: "claude", At: day.Add(2 * time.Minute), Usage: &usage.Usage{CostUSD: 0.5, InputTokens: 10}}
+	child := workflow.Message{Step: 3, Adapter: "claude", At: day, Child: "w#thread-9", Usage: &usage.Usage{CostUSD: 9}}
+	human := workflow.Message{Step: 4, At: day, Usage: &usage.Usage{CostUSD: 9}}
+	for _, ms := range [][]workflow.Message{{m1}, {m1, m2, child, human}} {
+		if err := st.Commit(workflow.Update{Thread: th, Messages: ms}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = st.Enqueue(OutboxItem{Remote: "origin", Turn: "t1", QueuedAt: day,
+		Response: api.Response{Adapter: "codex", Usage: &usage.Usage{InputTokens: 7, OutputTokens: 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if st, err = Open(path, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	got, err := st.Spent("2026-11-25")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Spend{USD: 1.25, Tokens: 120, Turns: 1}); got["claude"] != want || len(got) != 2 {
+		t.Fatalf("2026-11-25: %+v, want claude %+v", got, want)
+	}
+	if want := (Spend{Tokens: 10, Turns: 1}); got["codex"] != want {
+		t.Fatalf("codex %+v, want %+v", got["codex"], want)
+	}
+	next, _ := st.Spent("2026-11-26")
+	if want := (Spend{USD: 0.5, Tokens: 10, Turns: 1}); next["claude"] != want || len(next) != 1 {
+		t.Fatalf("2026-11-26: %+v, want claude %+v", next, want)
+	}
+}
