@@ -108,6 +108,15 @@ func Run(ctx context.Context, opts Options) error {
 	d.rdefs.defs = map[string]*workflow.Definition{}
 	d.rdefs.byThread = map[string]*workflow.Definition{}
 
+	if addr := cfg.Daemon.MetricsAddr; addr != "" {
+		stopMetrics, err := d.serveMetrics(addr)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stopMetrics()
+	}
+
 	var watch func(context.Context)
 	if opts.Load != nil {
 		watch = d.watchConfig()
