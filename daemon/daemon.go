@@ -109,7 +109,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.rdefs.byThread = map[string]*workflow.Definition{}
 
 	if addr := cfg.Daemon.MetricsAddr; addr != "" {
-		stopMetrics, err := d.serveMetrics(addr)
+		_, stopMetrics, err := d.serveMetrics(addr)
 		if err != nil {
 			ln.Close()
 			return err

@@ -18,11 +18,12 @@ import (
 
 // serveMetrics serves Prometheus /metrics on addr (daemon.metrics_addr,
 // a loopback address: validation refuses others, since the endpoint has
-// no token). It returns a func that stops it.
-func (d *Daemon) serveMetrics(addr string) (stop func(), err error) {
+// no token). It returns the address it listens on and a func that stops
+// it.
+func (d *Daemon) serveMetrics(addr string) (bound string, stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("daemon.metrics_addr: %w", err)
+		return "", nil, fmt.Errorf("daemon.metrics_addr: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
@@ -36,7 +37,7 @@ func (d *Daemon) serveMetrics(addr string) (stop func(), err error) {
 		}
 	}()
 	d.log.Info("serving /metrics", "addr", ln.Addr().String())
-	return func() {
+	return ln.Addr().String(), func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
