@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/reflex"
 	"github.com/nerve-agents/nerve/store"
 	"github.com/nerve-agents/nerve/workflow"
 	"github.com/nerve-agents/nerve/workspace"
-	bolt "go.etcd.io/bbolt"
 )
 
 // BenchmarkTurn compares one turn of a local thread (moderator, bbolt

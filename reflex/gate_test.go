@@ -223,3 +223,33 @@ func TestGateDailyCap(t *testing.T) {
 		t.Fatalf("states on the new day: %+v", s)
 	}
 }
+
+// BenchmarkGate is what the gate adds to a turn: the check before it (a
+// capped adapter reads today's spend from nerve.db) and the report after.
+func BenchmarkGate(b *testing.B) {
+	st, err := store.Open(filepath.Join(b.TempDir(), "nerve.db"), time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	cfg := config.Defaults(b.TempDir())
+	usd := 1e9
+	cfg.Adapters["capped"] = config.Adapter{Type: "claude", DailyUSD: &usd}
+	th := &workflow.Thread{Workflow: "w", Status: workflow.StatusRunning}
+	st.CreateThread(th)
+	for i, n := range []string{"capped", "claude", "codex"} {
+		m := workflow.Message{Step: i + 1, Adapter: n, At: time.Now(), Usage: &usage.Usage{CostUSD: 1, InputTokens: 10}}
+		st.Commit(workflow.Update{Thread: th, Messages: []workflow.Message{m}})
+	}
+	g := NewGate(func() *config.Config { return cfg }, st, nil)
+	for _, name := range []string{"uncapped", "capped"} {
+		b.Run(name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if err := g.Wait(context.Background(), name); err != nil {
+					b.Fatal(err)
+				}
+				g.Ended(name, nil)
+			}
+		})
+	}
+}

@@ -11,8 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nerve-agents/nerve/workflow"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/nerve-agents/nerve/workflow"
 )
 
 var (

@@ -77,6 +77,12 @@ roles:
 			t.Fatalf("%s: daemon status --json: %v\n%s", when, err, js)
 		}
 		a := st.Adapters[0]
+		var raw struct {
+			Adapters []json.RawMessage `json:"adapters"`
+		}
+		json.Unmarshal([]byte(js.stdout), &raw)
+		wantKeys(t, "daemon status --json adapters", string(raw.Adapters[0]), "name", "day", "spent_usd", "spent_tokens", "daily_usd",
+			"daily_tokens", "state", "reason", "paused_until", "rate_limited_in_a_row", "waiting_turns", "turns")
 		if a.Name != "pricey" || a.SpentUSD < 1.19 || a.SpentUSD > 1.21 || a.SpentTokens != 2400 || a.DailyUSD == nil || *a.DailyUSD != 1 ||
 			a.State != "capped" || a.Reason == nil || a.PausedUntil != nil {
 			t.Fatalf("%s: adapter %+v, want pricey capped at $1.20 of $1.00", when, a)
