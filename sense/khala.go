@@ -107,12 +107,16 @@ func (s *Khala) Run(ctx context.Context, emit func(reflex.Signal)) error {
 // waitGate returns when the sense's adapter may take turns, false when
 // ctx ended first. While it waits the sense claims nothing, and says why.
 func (s *Khala) waitGate(ctx context.Context) bool {
-	for {
+	for held := false; ; held = true {
 		h, changed := s.check()
 		if h == nil {
+			if held {
+				s.state.Store("polling")
+				s.log.Info("khala sense claims again", "sense", s.name, "adapter", s.Adapter)
+			}
 			return true
 		}
-		if state := "holding claims: " + h.Reason; s.State() != state {
+		if state := holdingPrefix + h.Reason; s.State() != state {
 			s.state.Store(state)
 			s.log.Info("khala sense holds its claims", "sense", s.name, "adapter", s.Adapter, "why", h.Reason, "for", h.Wait.Round(time.Second))
 		}
@@ -125,9 +129,11 @@ func (s *Khala) waitGate(ctx context.Context) bool {
 		case <-changed:
 			t.Stop()
 		}
-		s.state.Store("polling")
 	}
 }
+
+// holdingPrefix starts the state of a sense whose adapter is held back.
+const holdingPrefix = "holding claims: "
 
 func (s *Khala) check() (*reflex.Hold, <-chan struct{}) {
 	if s.Gate == nil || s.Adapter == "" {
