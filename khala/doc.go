@@ -10,9 +10,10 @@
 // The Khala HTTP API v1 of DESIGN.md, JSON over HTTP. Every endpoint but
 // GET /v1/health takes Authorization: Bearer TOKEN; errors are
 // {"error": {"code", "message"}}. Codes: bad_request, invalid_workflow,
-// invalid_input (400); unauthorized (401); not_found (404);
-// method_not_allowed (405); name_taken, claim_lost, thread_ended (409);
-// too_large (413); internal (500); unavailable, timeout (503). A 200 or
+// invalid_input, invalid_answer (400); unauthorized (401); forbidden
+// (403); not_found (404); method_not_allowed (405); name_taken,
+// claim_lost, thread_ended, not_waiting (409); too_large (413); too_deep
+// (422); internal (500); unavailable, timeout (503). A 200 or
 // 201 is sent only after the change is committed (fsynced).
 //
 // Beyond the table: PUT /v1/workflows/{name} takes the definition as a JSON
@@ -50,11 +51,48 @@
 //
 // # Tokens
 //
-// Three kinds, each 192 random bits behind a prefix that says what it is:
+// Four kinds, each 192 random bits behind a prefix that says what it is:
 // khala_enroll_ (enrollment: POST /v1/agents only, limited uses and
-// lifetime), khala_agent_ (everything else) and khala_admin_ (the local
-// admin path). Only SHA-256 hashes are stored; comparisons are
+// lifetime), khala_agent_ (everything else), khala_person_ (a person's:
+// answers, inbox, reading) and khala_admin_ (the local admin path). Only SHA-256 hashes are stored; comparisons are
 // constant-time; no token is ever logged or echoed in an error.
+//
+// # People and child threads
+//
+// People answer human turns (a role with human: true) with their own
+// tokens, khala_person_ (nerve khala user add|list|remove, through the
+// admin path while a server holds the bbolt file, as enroll-token does:
+// GET, POST /v1/admin/users, DELETE /v1/admin/users/{name}). A person's
+// token answers (POST /v1/threads/{id}/turns/{turn}/answer {"content",
+// "meta"?}) and lists its inbox (GET /v1/inbox: []workflow.Waiting), and
+// reads threads, workflows, messages and traces; anything else is 403
+// forbidden, and an agent's token on the answer or the inbox is 403 too.
+// People are read from the store on every request, so a removed person's
+// token stops at once on every replica. An answer is refused, with nothing
+// recorded, when its meta does not match the role's schema (400
+// invalid_answer), the person is not in answered_by (403), the turn is not
+// a person's, or was answered, or its thread ended (409 not_waiting or
+// thread_ended). A human turn is stored in state waiting: no claim takes
+// it, it has no lease nor attempts, limits.idle raises turn.idle for it,
+// and its queueing records turn.waiting (trace and webhook). GET
+// /v1/threads/{id} lists a thread's waiting turns in "waiting" (with turn
+// ids) and its children in "children": {"running", "completed",
+// "failed", "cancelled", "threads": [{"ref", "thread", "workflow", "step",
+// "status"}]}, null when it has none.
+//
+// A moderator's child turn ({"workflow", "input", "role"?}) is stored in
+// state child with the child's thread id, drawn before the change is made
+// (routing.go); once the change is committed the child thread is created
+// with "parent" {"ref", "thread", "step"} and "depth" one more than its
+// parent's, and when it ends its result (or its error, kind child) closes
+// the step (children.go). A child that cannot start (unknown workflow, bad
+// input) closes the step with an error of kind child; a child deeper than
+// --max-spawn-depth fails its parent. POST /v1/workflows/{name}/threads
+// takes "parent": {"thread", "step"?} for a child an agent starts from
+// inside a turn: past the depth it is 422 too_deep; under an ended parent,
+// 409. Cancelling or ending a thread cancels its running children. Each
+// of these steps is its own commit: the sweeper checks every child turn
+// at least once a minute and does again what a crash left undone.
 //
 // # Issuing enrollment tokens
 //
@@ -96,6 +134,14 @@
 // the moderator, the change and its COMMIT). The server's own group commit
 // shares the flushes. Measure with go test
 // ./cmd/nerve -run '^$' -bench Khala (both backends).
+//
+// # Web console
+//
+// Every path outside /v1/ and /metrics is the web console (package
+// console, mounted in console.go), which reads the storage through the
+// same interface as the handlers. People sign in with a token that
+// Options.PersonAuth accepts; agents', enrollment and admin tokens are
+// refused before it is asked.
 //
 // # Storage
 //

@@ -35,16 +35,17 @@ type answerRequest struct {
 
 // startThread builds a new thread and routes its first step.
 // ws is its workspace (nil: none), branch and head set.
+// parent, when not nil, makes it a child thread one level below it.
 func startThread(ctx context.Context, def *workflow.Definition, hash, id string, input map[string]any, ws *workflow.Workspace,
-	webhook, initiator string, now time.Time) (*khaladb.ThreadChange, error) {
+	webhook, initiator string, parent *workflow.Parent, depth int, rt routing, now time.Time) (*khaladb.ThreadChange, error) {
 	c := &khaladb.ThreadChange{Thread: khaladb.Thread{
 		Thread: workflow.Thread{ID: id, Workflow: def.Name, Status: workflow.StatusRunning, Input: input,
-			Workspace: ws, CreatedAt: now, UpdatedAt: now},
+			Workspace: ws, Parent: parent, Depth: depth, CreatedAt: now, UpdatedAt: now},
 		SourceHash: hash, Webhook: webhook, Initiator: initiator,
 	}}
 	c.Events = append(c.Events, workflow.Event{At: now, Type: workflow.EventThreadStarted, Thread: id,
 		Agent: initiator, Status: workflow.StatusRunning})
-	return c, routeThread(ctx, def, c, nil, nil, nil, now)
+	return c, routeThread(ctx, def, c, nil, nil, nil, rt, now)
 }
 
 // errTurnClosed says the turn a request names is not open: unknown,
@@ -52,10 +53,11 @@ func startThread(ctx context.Context, def *workflow.Definition, hash, id string,
 // closed is final, so that read needs no serialising.
 var errTurnClosed = errors.New("turn not open")
 
-// answer records an answer and, when it was the last pending turn, asks
-// the moderator what follows.
+// answer records an agent's answer and, when it was the last pending
+// turn, asks the moderator what follows.
 // docs, when not nil, is the thread's document cache (threadDocs).
-func answer(ctx context.Context, defs *defCache, docs *workflow.DocCache, v *khaladb.ThreadView, turnID string, req answerRequest, now time.Time) (*khaladb.ThreadChange, error) {
+func answer(ctx context.Context, defs *defCache, docs *workflow.DocCache, v *khaladb.ThreadView, turnID string, req answerRequest,
+	rt routing, now time.Time) (*khaladb.ThreadChange, error) {
 	t := v.Turn(turnID)
 	switch {
 	case t == nil:
@@ -67,18 +69,27 @@ func answer(ctx context.Context, defs *defCache, docs *workflow.DocCache, v *kha
 	if err != nil {
 		return nil, err
 	}
-	c := &khaladb.ThreadChange{Thread: v.Thread}
 	m := req.Message
-	m.Step, m.Role, m.Instruction, m.Agent, m.At = t.Step, t.Role, t.Instruction, req.Agent, now
-	c.Messages = []workflow.Message{m}
-	done := *t
-	done.State = khaladb.TurnAnswered
-	c.Turns = []khaladb.Turn{done}
+	m.Agent = req.Agent
 	ev := workflow.Event{At: now, Type: workflow.EventTurnAnswered, Thread: t.Thread, Step: t.Step, Role: t.Role,
 		Agent: req.Agent, Adapter: m.Adapter, Turn: t.ID, Claim: t.Claim, Attempt: t.Attempt}
 	if m.Error != nil {
 		ev.Type, ev.Message = workflow.EventTurnFailed, m.Error.Kind+": "+m.Error.Message
 	}
+	return closeTurn(ctx, def, docs, v, t, m, ev, rt, now)
+}
+
+// closeTurn records m as open turn t's message (an agent's answer, a
+// person's, or a child thread's outcome) and, when t was the last
+// pending turn, asks the moderator what follows.
+func closeTurn(ctx context.Context, def *workflow.Definition, docs *workflow.DocCache, v *khaladb.ThreadView, t *khaladb.Turn,
+	m workflow.Message, ev workflow.Event, rt routing, now time.Time) (*khaladb.ThreadChange, error) {
+	c := &khaladb.ThreadChange{Thread: v.Thread}
+	m.Step, m.Role, m.Instruction, m.At = t.Step, t.Role, t.Instruction, now
+	c.Messages = []workflow.Message{m}
+	done := *t
+	done.State = khaladb.TurnAnswered
+	c.Turns = []khaladb.Turn{done}
 	c.Events = []workflow.Event{ev}
 	c.Thread.Pending = slices.DeleteFunc(slices.Clone(c.Thread.Pending), func(p workflow.Turn) bool { return p.Step == t.Step })
 	c.Thread.UpdatedAt = now
@@ -90,14 +101,14 @@ func answer(ctx context.Context, defs *defCache, docs *workflow.DocCache, v *kha
 	}
 	msgs := append(slices.Clone(v.Messages), m)
 	slices.SortStableFunc(msgs, func(a, b workflow.Message) int { return a.Step - b.Step })
-	return c, routeThread(ctx, def, c, msgs, openTurns(v, t.ID), docs, now)
+	return c, routeThread(ctx, def, c, msgs, openTurns(v, t.ID), docs, rt, now)
 }
 
 // routeThread asks the moderator and records its decision in c: new turns
 // queued, or the thread's end. A moderator at fault fails the thread; only
 // an interrupted evaluation (ctx) is an error.
 func routeThread(ctx context.Context, def *workflow.Definition, c *khaladb.ThreadChange, msgs []workflow.Message, open []khaladb.Turn,
-	docs *workflow.DocCache, now time.Time) error {
+	docs *workflow.DocCache, rt routing, now time.Time) error {
 	dec, err := workflow.Route(ctx, def, workflow.NewState(&c.Thread.Thread, msgs).WithCache(docs))
 	var re *workflow.RoutingError
 	switch {
@@ -110,21 +121,63 @@ func routeThread(ctx context.Context, def *workflow.Definition, c *khaladb.Threa
 	case dec.Done:
 		endThread(c, workflow.StatusCompleted, dec.ResultFor(msgs), "", open, now)
 	default:
-		th := &c.Thread
-		ref := def.Name + "#" + th.ID
-		for _, wt := range dec.Turns {
-			t := khaladb.Turn{ID: khaladb.TurnID(th.ID, wt.Step), Thread: th.ID, Workflow: def.Name, Step: wt.Step, Role: wt.Role,
-				Instruction: wt.Instruction, Prompt: workflow.Prompt(def, ref, wt, msgs), State: khaladb.TurnQueued,
-				Attempt: 1, MaxAttempts: max(def.Limits.MaxAttempts, 1), Lease: def.Limits.Claim.D(),
-				Idle: def.Limits.Idle.D(), FirstQueued: now}
-			requeue(&t, now)
-			c.Turns = append(c.Turns, t)
-			c.Events = append(c.Events, workflow.Event{At: now, Type: EventTurnQueued, Thread: th.ID, Step: t.Step,
-				Role: t.Role, Turn: t.ID, Attempt: 1, Message: t.Instruction})
-		}
-		th.Pending = append(slices.Clone(th.Pending), dec.Turns...)
-		th.Step += len(dec.Turns)
+		return queueTurns(def, c, dec.Turns, msgs, open, rt, now)
 	}
+	return nil
+}
+
+// queueTurns records the moderator's new turns in c: an agent's turn is
+// queued for a claim, a person's waits for an answer, a child turn runs
+// a child thread (started once c is committed; see children.go).
+func queueTurns(def *workflow.Definition, c *khaladb.ThreadChange, turns []workflow.Turn, msgs []workflow.Message,
+	open []khaladb.Turn, rt routing, now time.Time) error {
+	th := &c.Thread
+	ref := def.Name + "#" + th.ID
+	ids, err := rt.childIDs(turns)
+	if err != nil {
+		return err
+	}
+	if len(ids) > 0 {
+		if err := workflow.CheckDepth(th.Depth, rt.maxDepth); err != nil {
+			endThread(c, workflow.StatusFailed, nil, fmt.Sprintf("workflow %s: %v", def.Name, err), open, now)
+			return nil
+		}
+		th.Children = slices.Clone(th.Children)
+	}
+	for _, wt := range turns {
+		t := khaladb.Turn{ID: khaladb.TurnID(th.ID, wt.Step), Thread: th.ID, Workflow: def.Name, Step: wt.Step, Role: wt.Role,
+			Instruction: wt.Instruction, Attempt: 1, MaxAttempts: 1, FirstQueued: now, QueuedAt: now}
+		ev := workflow.Event{At: now, Thread: th.ID, Step: t.Step, Role: t.Role, Turn: t.ID, Attempt: 1}
+		switch {
+		case wt.IsChild():
+			t.State, t.Child, t.LeaseExpires = khaladb.TurnChild, ids[0], now.Add(childCheck)
+			t.Instruction = "child workflow " + wt.Workflow
+			ids = ids[1:]
+			ev.Type, ev.Message = workflow.EventChildStarted, wt.Workflow+"#"+t.Child
+			th.Children = append(th.Children, khaladb.ChildLink{Thread: t.Child, Workflow: wt.Workflow, Step: wt.Step,
+				Status: workflow.StatusRunning})
+		case def.IsHuman(wt.Role):
+			t.State, t.Prompt, t.Idle = khaladb.TurnWaiting, workflow.Prompt(def, ref, wt, msgs), def.Limits.Idle.D()
+			if t.Idle > 0 {
+				t.IdleAt = now.Add(t.Idle)
+			}
+			ev.Type, ev.Message = workflow.EventTurnWaiting, "waiting for "+workflow.WhoAnswers(def.Answerers(wt.Role))
+			if th.Webhook != "" {
+				c.Webhooks = append(c.Webhooks, khaladb.Webhook{URL: th.Webhook, NextAt: now, Created: now, Payload: khaladb.WebhookPayload{
+					Event: workflow.EventTurnWaiting, Thread: th.ID, Workflow: th.Workflow, Status: th.Status,
+					Step: t.Step, Role: t.Role, Turn: t.ID, Message: ev.Message}})
+			}
+		default:
+			t.Prompt, t.MaxAttempts = workflow.Prompt(def, ref, wt, msgs), max(def.Limits.MaxAttempts, 1)
+			t.Lease, t.Idle = def.Limits.Claim.D(), def.Limits.Idle.D()
+			requeue(&t, now)
+			ev.Type, ev.Message = EventTurnQueued, t.Instruction
+		}
+		c.Turns = append(c.Turns, t)
+		c.Events = append(c.Events, ev)
+	}
+	th.Pending = append(slices.Clone(th.Pending), turns...)
+	th.Step += len(turns)
 	return nil
 }
 
@@ -211,7 +264,7 @@ func expire(v *khaladb.ThreadView, d khaladb.DueTurn, now time.Time) *khaladb.Th
 // notifies the initiator; the turn stays queued.
 func idle(v *khaladb.ThreadView, d khaladb.DueTurn, now time.Time) *khaladb.ThreadChange {
 	t := v.Turn(d.Turn)
-	if t == nil || t.State != khaladb.TurnQueued || t.IdleAt.IsZero() || now.Before(t.IdleAt) {
+	if t == nil || (t.State != khaladb.TurnQueued && t.State != khaladb.TurnWaiting) || t.IdleAt.IsZero() || now.Before(t.IdleAt) {
 		return nil
 	}
 	c := &khaladb.ThreadChange{Thread: v.Thread}
@@ -221,6 +274,9 @@ func idle(v *khaladb.ThreadView, d khaladb.DueTurn, now time.Time) *khaladb.Thre
 	waited := now.Sub(t.QueuedAt).Round(time.Second)
 	c.Events = []workflow.Event{{At: now, Type: EventTurnIdle, Thread: t.Thread, Step: t.Step, Role: t.Role,
 		Turn: t.ID, Attempt: t.Attempt, Message: fmt.Sprintf("queued unclaimed for %s", waited)}}
+	if t.State == khaladb.TurnWaiting {
+		c.Events[0].Message = fmt.Sprintf("waited for a person's answer for %s", waited)
+	}
 	if th := v.Thread; th.Webhook != "" {
 		c.Webhooks = []khaladb.Webhook{{URL: th.Webhook, NextAt: now, Created: now, Payload: khaladb.WebhookPayload{
 			Event: EventTurnIdle, Thread: th.ID, Workflow: th.Workflow, Status: th.Status,

@@ -134,7 +134,7 @@ func FuzzModeratorInput(f *testing.F) {
 	defs.put(hash, def)
 	f.Fuzz(func(t *testing.T, content string, meta []byte, errMsg string) {
 		now := time.Now().UTC()
-		c, err := startThread(context.Background(), def, hash, "thread-1", map[string]any{}, nil, "", "fuzzer", now)
+		c, err := startThread(context.Background(), def, hash, "thread-1", map[string]any{}, nil, "", "fuzzer", nil, 0, fuzzRouting(), now)
 		if err != nil || len(c.Turns) != 1 {
 			t.Fatalf("start: %v %+v", err, c)
 		}
@@ -148,7 +148,7 @@ func FuzzModeratorInput(f *testing.F) {
 		if errMsg != "" {
 			m.Error = &workflow.MessageError{Kind: "agent", Message: errMsg}
 		}
-		ch, err := answer(context.Background(), defs, nil, v, tk.ID, answerRequest{Claim: "claim", Agent: "fuzzer", Message: m}, now)
+		ch, err := answer(context.Background(), defs, nil, v, tk.ID, answerRequest{Claim: "claim", Agent: "fuzzer", Message: m}, fuzzRouting(), now)
 		if err != nil {
 			t.Fatalf("answer: %v", err)
 		}
@@ -170,6 +170,11 @@ func FuzzModeratorInput(f *testing.F) {
 			t.Fatalf("the change cannot be stored: %v", err)
 		}
 	})
+}
+
+// fuzzRouting has ids for any child threads a moderator may start.
+func fuzzRouting() routing {
+	return routing{ids: &reservedIDs{ids: []string{"thread-2", "thread-3", "thread-4", "thread-5"}}}
 }
 
 func mustJSON(v any) string {

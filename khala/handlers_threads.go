@@ -1,10 +1,12 @@
 package khala
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -22,6 +24,21 @@ type threadJSON struct {
 	Turns     []turnJSON `json:"turns,omitempty"`
 }
 
+// childrenOf summarises a thread's children as every thread object shows
+// them (workflow.Children): counts by status, refs in the order they
+// started; nil when it started none.
+func childrenOf(links []khaladb.ChildLink) *workflow.Children {
+	if len(links) == 0 {
+		return nil
+	}
+	out := &workflow.Children{Counts: map[string]int{}, Refs: make([]string, 0, len(links))}
+	for _, l := range links {
+		out.Counts[l.Status]++
+		out.Refs = append(out.Refs, l.Workflow+"#"+l.Thread)
+	}
+	return out
+}
+
 type turnJSON struct {
 	Turn         string    `json:"turn"`
 	Step         int       `json:"step"`
@@ -29,6 +46,7 @@ type turnJSON struct {
 	State        string    `json:"state"`
 	Attempt      int       `json:"attempt"`
 	Agent        string    `json:"agent,omitempty"`
+	Child        string    `json:"child,omitempty"` // a child turn's thread
 	QueuedAt     time.Time `json:"queued_at"`
 	LeaseExpires time.Time `json:"lease_expires_at,omitzero"`
 }
@@ -36,14 +54,51 @@ type turnJSON struct {
 func newThreadJSON(t khaladb.Thread, turns []khaladb.Turn) threadJSON {
 	wt := t.Thread
 	wt.Source = nil
+	wt.Children = childrenOf(t.Children)
 	out := threadJSON{Thread: &wt, Initiator: t.Initiator}
 	for _, tt := range turns {
 		if tt.Open() {
-			out.Turns = append(out.Turns, turnJSON{Turn: tt.ID, Step: tt.Step, Role: tt.Role, State: tt.State,
-				Attempt: tt.Attempt, Agent: tt.Agent, QueuedAt: tt.QueuedAt, LeaseExpires: tt.LeaseExpires})
+			tj := turnJSON{Turn: tt.ID, Step: tt.Step, Role: tt.Role, State: tt.State,
+				Attempt: tt.Attempt, Agent: tt.Agent, Child: tt.Child, QueuedAt: tt.QueuedAt}
+			if tt.State == khaladb.TurnClaimed {
+				tj.LeaseExpires = tt.LeaseExpires
+			}
+			out.Turns = append(out.Turns, tj)
 		}
 	}
 	return out
+}
+
+// threadDetail is GET /v1/threads/{id}'s thread: with its human turns
+// waiting (turn ids, so a person can answer by thread ref) and its
+// children's statuses as their own records have them.
+func (s *Server) threadDetail(ctx context.Context, v *khaladb.ThreadView) (threadJSON, error) {
+	th := v.Thread
+	th.Children = slices.Clone(th.Children)
+	for i, l := range th.Children {
+		if l.Status != workflow.StatusRunning {
+			continue
+		}
+		// The parent's copy lags when a delivery was missed; the
+		// sweeper catches up, the reader need not wait for it.
+		if cv, err := s.store.Thread(ctx, l.Thread); err == nil {
+			th.Children[i].Status = cv.Thread.Status
+		} else if !errors.Is(err, khaladb.ErrNotFound) {
+			return threadJSON{}, err
+		}
+	}
+	out := newThreadJSON(th, v.Turns)
+	for _, t := range v.Turns {
+		if t.State != khaladb.TurnWaiting {
+			continue
+		}
+		def, err := s.defs.get(ctx, th.SourceHash)
+		if err != nil {
+			return out, err
+		}
+		out.Waiting = append(out.Waiting, waitingOf(def, &th, t))
+	}
+	return out, nil
 }
 
 var statuses = []string{workflow.StatusRunning, workflow.StatusCompleted, workflow.StatusFailed, workflow.StatusCancelled}
@@ -90,9 +145,16 @@ func (s *Server) view(w http.ResponseWriter, r *http.Request) *khaladb.ThreadVie
 }
 
 func (s *Server) handleThread(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
-	if v := s.view(w, r); v != nil {
-		writeJSON(w, http.StatusOK, newThreadJSON(v.Thread, v.Turns))
+	v := s.view(w, r)
+	if v == nil {
+		return
 	}
+	out, err := s.threadDetail(r.Context(), v)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {

@@ -274,12 +274,12 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request, a khalad
 	defer func() { handed.settle(false) }() // if UpdateThread never returned
 	docs, releaseDocs := s.docs.acquire(thread)
 	defer releaseDocs()
-	err = s.store.UpdateThread(r.Context(), thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
+	err = s.updateRouted(r.Context(), thread, func(v *khaladb.ThreadView, rt routing) (*khaladb.ThreadChange, error) {
 		handed.settle(false) // an earlier, stale try's promises
 		handed = nil
 		now = s.now()
 		var err error
-		c, err = answer(r.Context(), s.defs, docs, v, turn, answerRequest{Claim: req.Claim, Agent: a.Name, Message: m}, now)
+		c, err = answer(r.Context(), s.defs, docs, v, turn, answerRequest{Claim: req.Claim, Agent: a.Name, Message: m}, rt, now)
 		if err != nil {
 			return nil, err
 		}

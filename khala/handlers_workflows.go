@@ -1,6 +1,7 @@
 package khala
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nerve-agents/nerve/internal/yamlfile"
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -246,6 +248,9 @@ type startRequest struct {
 	Input     map[string]any  `json:"input"`
 	Webhook   string          `json:"webhook"`
 	Workspace json.RawMessage `json:"workspace"` // api.StartWorkspace, checked by startWorkspace
+	// Parent makes the thread a child of a running thread (an agent
+	// inside a turn of it started this one).
+	Parent *api.StartParent `json:"parent"`
 }
 
 // startResponse is 201's body: the thread's status after its first
@@ -283,19 +288,38 @@ func (s *Server) handleStartThread(w http.ResponseWriter, r *http.Request, a kha
 		s.fail(w, r, err)
 		return
 	}
+	if req.Parent != nil && !workflow.IsThreadID(req.Parent.Thread) {
+		s.fail(w, r, badRequest("parent.thread %q: want a thread id such as thread-7", req.Parent.Thread))
+		return
+	}
 	id, err := s.store.NextThreadID(r.Context())
 	if err == nil {
 		err = withBranch(ws, def, id)
+	}
+	var (
+		parent *workflow.Parent
+		depth  int
+	)
+	if err == nil && req.Parent != nil {
+		parent, depth, err = s.startParent(r.Context(), req.Parent, id, def.Name)
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	c, err := startThread(r.Context(), def, rec.SourceHash, id, input, ws, req.Webhook, a.Name, s.now())
-	if err == nil {
-		err = s.store.CreateThread(r.Context(), c)
-	}
+	var c *khaladb.ThreadChange
+	err = s.routed(r.Context(), func(ids *reservedIDs) error {
+		var err error
+		c, err = startThread(r.Context(), def, rec.SourceHash, id, input, ws, req.Webhook, a.Name, parent, depth, s.routing(ids), s.now())
+		if err == nil {
+			err = s.store.CreateThread(r.Context(), c)
+		}
+		return err
+	})
 	if err != nil {
+		if parent != nil {
+			s.markCancelled(context.WithoutCancel(r.Context()), parent.Thread, []string{id}) // it never started
+		}
 		s.fail(w, r, err)
 		return
 	}
@@ -323,6 +347,7 @@ func checkWebhook(s string) error {
 // changed updates what the server tracks after a committed change: end
 // counters and the sweeper's next deadline.
 func (s *Server) changed(c *khaladb.ThreadChange) {
+	defer s.followUp(c)
 	if c.Thread.Ended() {
 		for _, e := range c.Events {
 			if e.Type == workflow.EventThreadEnded {
@@ -331,8 +356,11 @@ func (s *Server) changed(c *khaladb.ThreadChange) {
 		}
 	}
 	for _, t := range c.Turns {
-		if t.State == khaladb.TurnQueued && !t.IdleAt.IsZero() {
+		switch {
+		case (t.State == khaladb.TurnQueued || t.State == khaladb.TurnWaiting) && !t.IdleAt.IsZero():
 			s.sweep.poke(t.IdleAt)
+		case t.State == khaladb.TurnChild:
+			s.sweep.poke(t.LeaseExpires)
 		}
 	}
 }

@@ -73,6 +73,7 @@ func (m *metrics) write(w io.Writer, st khaladb.Stats, waiting int) {
 	gauge("khala_queue_depth", "Turns queued and not claimed.", st.Queued)
 	gauge("khala_turns_leased", "Turns claimed by an agent and not yet answered.", st.Claimed)
 	gauge("khala_threads_running", "Threads not ended.", st.Running)
+	gauge("khala_turns_waiting", "Human turns waiting for a person's answer.", st.Waiting)
 	gauge("khala_claims_waiting", "Long polls waiting for a turn on this replica.", waiting)
 	counter("khala_threads_started_total", "Threads started.", m.threadsStarted.Load())
 	counter("khala_turns_claimed_total", "Turns leased to agents.", m.turnsClaimed.Load())

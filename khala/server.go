@@ -32,6 +32,9 @@ type Options struct {
 	// Recheck is how often waiters look again without a wake-up hint:
 	// hints may be lost on a shared database. Default 5s.
 	Recheck time.Duration
+	// MaxSpawnDepth bounds how deep child threads nest (0:
+	// workflow.DefaultMaxSpawnDepth).
+	MaxSpawnDepth int
 	// AdminToken, when set, enables the local admin path (issuing
 	// enrollment tokens while the server holds the database).
 	AdminToken khaladb.Hash
@@ -45,6 +48,10 @@ type Options struct {
 	WebhookAttempts int
 
 	Now func() time.Time
+
+	// PersonAuth checks people's tokens at the web console's sign-in;
+	// nil: no one can sign in yet (console.go).
+	PersonAuth PersonAuth
 }
 
 // Server is the Khala HTTP API over a Storage.
@@ -118,6 +125,8 @@ const (
 	authAgent  // an agent token
 	authEnroll // an enrollment token
 	authAdmin  // the local admin token, from loopback only
+	authPerson // a person's token (answering human turns)
+	authRead   // an agent's token or a person's (reading threads)
 )
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, a khaladb.Agent)
@@ -140,26 +149,30 @@ func (s *Server) Handler() http.Handler {
 	add("/v1/agents", route{method: "POST", auth: authEnroll, h: s.handleEnroll})
 	add("/v1/agents/me", route{method: "GET", auth: authAgent, h: s.handleMe})
 	add("/v1/admin/enroll-tokens", route{method: "POST", auth: authAdmin, h: s.handleAdminEnrollToken})
-	add("/v1/workflows", route{method: "GET", auth: authAgent, h: s.handleWorkflows})
+	add("/v1/workflows", route{method: "GET", auth: authRead, h: s.handleWorkflows})
 	add("/v1/workflows/{name}",
-		route{method: "GET", auth: authAgent, h: s.handleWorkflow},
+		route{method: "GET", auth: authRead, h: s.handleWorkflow},
 		route{method: "PUT", auth: authAgent, h: s.handlePutWorkflow})
 	add("/v1/workflows/{name}/threads", route{method: "POST", auth: authAgent, h: s.handleStartThread})
-	add("/v1/threads", route{method: "GET", auth: authAgent, h: s.handleThreads})
-	add("/v1/threads/{id}", route{method: "GET", auth: authAgent, h: s.handleThread})
+	add("/v1/threads", route{method: "GET", auth: authRead, h: s.handleThreads})
+	add("/v1/threads/{id}", route{method: "GET", auth: authRead, h: s.handleThread})
 	add("/v1/threads/{id}/cancel", route{method: "POST", auth: authAgent, h: s.handleCancel})
-	add("/v1/threads/{id}/messages", route{method: "GET", auth: authAgent, h: s.handleMessages})
-	add("/v1/threads/{id}/trace", route{method: "GET", auth: authAgent, h: s.handleTrace})
-	add("/v1/threads/{id}/events", route{method: "GET", auth: authAgent, h: s.handleEvents, stream: true})
+	add("/v1/threads/{id}/messages", route{method: "GET", auth: authRead, h: s.handleMessages})
+	add("/v1/threads/{id}/trace", route{method: "GET", auth: authRead, h: s.handleTrace})
+	add("/v1/threads/{id}/events", route{method: "GET", auth: authRead, h: s.handleEvents, stream: true})
 	add("/v1/turns/claim", route{method: "POST", auth: authAgent, h: s.handleClaim, stream: true})
 	add("/v1/turns/{turn}/heartbeat", route{method: "POST", auth: authAgent, h: s.handleHeartbeat})
 	add("/v1/turns/{turn}/response", route{method: "POST", auth: authAgent, h: s.handleResponse})
 	add("/v1/turns/{turn}/release", route{method: "POST", auth: authAgent, h: s.handleRelease})
 	add("/v1/turns/{turn}/events", route{method: "POST", auth: authAgent, h: s.handleTurnEvents})
+	add("/v1/threads/{id}/turns/{turn}/answer", route{method: "POST", auth: authPerson, h: s.handleAnswer})
+	add("/v1/inbox", route{method: "GET", auth: authPerson, h: s.handleInbox})
+	add("/v1/admin/users",
+		route{method: "GET", auth: authAdmin, h: s.handleAdminUsers},
+		route{method: "POST", auth: authAdmin, h: s.handleAdminAddUser})
+	add("/v1/admin/users/{name}", route{method: "DELETE", auth: authAdmin, h: s.handleAdminRemoveUser})
 	add("/metrics", route{method: "GET", auth: authAgent, h: s.handleMetrics})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
-	})
+	mux.Handle("/", s.consoleHandler(s.opts.PersonAuth))
 	return s.middleware(mux)
 }
 
@@ -244,6 +257,9 @@ func (s *Server) authenticate(r *http.Request, kind int) (khaladb.Agent, error) 
 			return khaladb.Agent{}, fmt.Errorf("%w: enrolling takes an enrollment token (nerve khala enroll-token)", khaladb.ErrUnauthorized)
 		}
 		return khaladb.Agent{Token: h}, nil
+	}
+	if kind == authPerson || strings.HasPrefix(tok, prefixPerson) {
+		return s.authPerson(r.Context(), h, kind)
 	}
 	a, err := s.store.AgentByToken(r.Context(), h)
 	if errors.Is(err, khaladb.ErrUnauthorized) {

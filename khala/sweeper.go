@@ -125,6 +125,10 @@ func (w *sweeper) sweep(ctx context.Context) time.Time {
 
 func (w *sweeper) apply(ctx context.Context, d khaladb.DueTurn, now time.Time) {
 	s := w.s
+	if d.Kind == khaladb.DueChild {
+		s.checkChild(ctx, d)
+		return
+	}
 	var c *khaladb.ThreadChange
 	err := s.store.UpdateThread(ctx, d.Thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
 		if d.Kind == khaladb.DueExpired {

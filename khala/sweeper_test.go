@@ -75,7 +75,7 @@ func testIdleOnTimeForATurnQueuedElsewhere(t *testing.T, bk backend) {
 		t.Fatal(err)
 	}
 	started := time.Now()
-	c, err := startThread(ctx, def, rec.SourceHash, id, map[string]any{}, nil, hook.URL, "a", started)
+	c, err := startThread(ctx, def, rec.SourceHash, id, map[string]any{}, nil, hook.URL, "a", nil, 0, routing{}, started)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,10 @@ type Client struct {
 	Name    string
 	BaseURL string
 	Token   string
-	HTTP    *http.Client
+	// PersonToken, when set, is a person's token for this remote: Inbox
+	// and Answer use it (an agent's token cannot answer).
+	PersonToken string
+	HTTP        *http.Client
 	// Timeout bounds each request (long polls add their wait to it).
 	Timeout time.Duration
 	// Retries is how often a transient failure is retried (0: none).

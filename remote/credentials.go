@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/nerve-agents/nerve/internal/atomicfile"
 )
@@ -32,22 +31,7 @@ func SaveToken(home, remote, token string) error {
 // LoadToken returns the stored token for remote, "" when there is none.
 // A token file readable by others is refused, as ssh refuses such keys.
 func LoadToken(home, remote string) (string, error) {
-	path := tokenPath(home, remote)
-	fi, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("token file %s is readable by others (mode %v); run: chmod 600 %s", path, fi.Mode().Perm(), path)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(b)), nil
+	return loadSecret(tokenPath(home, remote))
 }
 
 // RemoveToken forgets the token for remote.
@@ -78,7 +62,17 @@ func ForConfig(cfg Config, name string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return New(name, url, tok), nil
+	person, err := LoadPersonToken(cfg.NerveHome(), name)
+	if err != nil {
+		return nil, err
+	}
+	if tok == "" {
+		// A person's machine (no agent enrolled) reads threads as them.
+		tok = person
+	}
+	c := New(name, url, tok)
+	c.PersonToken = person
+	return c, nil
 }
 
 // UnknownError is a remote name nerve.yaml does not define: a usage error.

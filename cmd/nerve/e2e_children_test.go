@@ -72,13 +72,14 @@ func TestE2EAgentStartedChildAndCancel(t *testing.T) {
 	e := newEnv(t)
 	marker := "nerve-test-child-" + filepath.Base(e.home)
 	e.write("agent.sh", fmt.Sprintf(`#!/bin/sh
-if [ "$NERVE_ROLE" = lead ]; then
+case "$NERVE_ROLE" in
+lead)
   nerve workflow run quick --input n=7 --json > "$NERVE_HOME/child.json"
   nerve workflow run sleepy --detach > "$NERVE_HOME/sleepy.ref"
-  echo "started"
-  exec sh -c 'sleep 300' %s
-fi
-echo "quick $NERVE_ROLE"
+  exec sh -c 'sleep 300' %[1]s ;;
+nap) exec sh -c 'sleep 300' %[1]s ;;
+*) echo "quick $NERVE_ROLE" ;;
+esac
 `, marker))
 	e.write("nerve.yaml", "adapters:\n  sh:\n    type: exec\n    command: ["+e.home+"/agent.sh]\n")
 	e.write("workflows/quick.yaml", `workflow: quick
@@ -87,8 +88,8 @@ inputs: {n: {type: integer}}
 roles: {w: {adapter: sh, prompt: x}}
 `)
 	e.write("workflows/sleepy.yaml", `workflow: sleepy
-moderator: 'last = null ? {"role": "lead"} : {"done": true}'
-roles: {lead: {adapter: sh, prompt: x}}
+moderator: 'last = null ? {"role": "nap"} : {"done": true}'
+roles: {nap: {adapter: sh, prompt: x}}
 `)
 	e.write("workflows/boss.yaml", `workflow: boss
 moderator: 'last = null ? {"role": "lead"} : {"done": true}'

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/nerve-agents/nerve/remote"
 )
 
 // inboxOf runs `nerve inbox --json`.
@@ -152,5 +154,40 @@ func TestE2EHumanTurnSurvivesKill9(t *testing.T) {
 	r := e.must(0, "workflow", "logs", "release#thread-1", "-f")
 	if !strings.Contains(r.stdout, "resumed at step 2") || !strings.Contains(r.stdout, "thread-1 completed") {
 		t.Fatalf("logs after the restart:\n%s", r)
+	}
+}
+
+// `nerve inbox` asks every remote with the person's token: a live one's
+// waiting turn is listed (and answered with `nerve thread answer`), a dead
+// one is marked unreachable, one without a person token says how to add it.
+func TestE2EInboxRemotes(t *testing.T) {
+	k := startKhala(t)
+	e := newEnv(t)
+	tok := strings.TrimSpace(e.must(0, "khala", "user", "add", "alice", "--db", k.db).stdout)
+	waitingTurn(t, k)
+	e.write("nerve.yaml", "remotes:\n  live: {url: \""+k.url+"\"}\n  dead: {url: \"http://127.0.0.1:1\"}\n  anon: {url: \""+k.url+"\"}\n")
+	if err := remote.SavePersonToken(e.home, "live", tok); err != nil {
+		t.Fatal(err)
+	}
+	remote.SavePersonToken(e.home, "dead", tok)
+	in := inboxOf(t, e)
+	if len(in.Waiting) != 1 || in.Waiting[0].Ref != "live/approval#thread-1" || in.Waiting[0].Turn == "" || len(in.Unreachable) != 2 {
+		t.Fatalf("inbox: %+v", in)
+	}
+	human := e.must(0, "inbox")
+	for _, want := range []string{"live/approval#thread-1", "dead: unreachable:", "anon: no person token for anon: store yours with 'nerve init --remote anon --person-token T'"} {
+		if !strings.Contains(human.stdout, want) {
+			t.Fatalf("inbox does not show %q:\n%s", want, human)
+		}
+	}
+	if r := e.run("thread", "answer", "anon/approval#thread-1", "ok"); r.code == 0 {
+		t.Fatalf("answered without a person token: %s", r)
+	}
+	e.must(0, "thread", "answer", "live/approval#thread-1", "ok")
+	if r := e.run("thread", "answer", "live/approval#thread-1", "again"); r.code != 1 {
+		t.Fatalf("answering twice: %s", r)
+	}
+	if in := inboxOf(t, e); len(in.Waiting) != 0 {
+		t.Fatalf("answered, still in the inbox: %+v", in)
 	}
 }

@@ -4,10 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
+	"slices"
+	"strconv"
 	"strings"
-	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -72,32 +71,36 @@ func inboxRun(ctx context.Context, f *Factory, opts *inboxOptions) error {
 		return err
 	}
 	names := sortedNames(cfg.Remotes)
-	sides := make([]inboxSide, len(names)+1)
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sides[i+1] = remoteInbox(ctx, f, name, opts.Timeout)
-		}()
+	// Remotes answer as they can; what has come is shown at once, so one
+	// slow or dead remote delays only its own line, by --timeout at most.
+	answers := make(chan inboxSide, len(names))
+	for _, name := range names {
+		go func() { answers <- remoteInbox(ctx, f, name, opts.Timeout) }()
 	}
-	sides[0] = localInbox(ctx, f)
-	wg.Wait()
+	local := localInbox(ctx, f)
+	if local.err != nil {
+		return local.err
+	}
 	out := inboxJSON{Waiting: []workflow.Waiting{}, Unreachable: []unreachableJSON{}}
-	for _, s := range sides {
+	p := &inboxPrinter{f: f, quiet: opts.JSON}
+	add := func(s inboxSide) {
 		if s.err != nil {
-			if s.remote == "" {
-				return s.err
-			}
 			out.Unreachable = append(out.Unreachable, unreachableJSON{Remote: s.remote, Error: s.err.Error()})
-			continue
+			return
 		}
 		out.Waiting = append(out.Waiting, s.waiting...)
+		p.rows(s.waiting)
 	}
+	add(local)
+	for range names {
+		add(<-answers)
+	}
+	slices.SortFunc(out.Unreachable, func(a, b unreachableJSON) int { return strings.Compare(a.Remote, b.Remote) })
 	if opts.JSON {
 		return json.NewEncoder(f.IO.Out).Encode(out)
 	}
-	return printInbox(f, out)
+	p.end(out)
+	return nil
 }
 
 func localInbox(ctx context.Context, f *Factory) inboxSide {
@@ -117,9 +120,12 @@ func remoteInbox(ctx context.Context, f *Factory, name string, timeout time.Dura
 	if err != nil {
 		return inboxSide{remote: name, err: err}
 	}
-	c.Retries = 0 // an inbox answers now or says the remote is unreachable
-	var ws []workflow.Waiting
-	if err := c.Do(ctx, http.MethodGet, "/v1/inbox", nil, &ws); err != nil {
+	if c.PersonToken == "" {
+		return inboxSide{remote: name, err: fmt.Errorf("no person token for %s: store yours with 'nerve init --remote %s --person-token T'", name, name)}
+	}
+	c.Retries = 0           // an inbox answers now or says the remote is unreachable
+	ws, err := c.Inbox(ctx) // with the person token stored for the remote
+	if err != nil {
 		return inboxSide{remote: name, err: err}
 	}
 	for i := range ws {
@@ -128,24 +134,46 @@ func remoteInbox(ctx context.Context, f *Factory, name string, timeout time.Dura
 	return inboxSide{remote: name, waiting: ws}
 }
 
-func printInbox(f *Factory, in inboxJSON) error {
-	if len(in.Waiting) == 0 {
-		fmt.Fprintln(f.IO.Out, "nothing waits for a person")
+// inboxPrinter prints the inbox's rows as each side answers, in columns
+// wide enough for the usual refs.
+type inboxPrinter struct {
+	f      *Factory
+	quiet  bool
+	header bool
+	first  *workflow.Waiting
+}
+
+const inboxRow = "%-32s %4s  %-12s %-14s %-10s %s\n"
+
+func (p *inboxPrinter) rows(ws []workflow.Waiting) {
+	if p.quiet || len(ws) == 0 {
+		return
+	}
+	if !p.header {
+		fmt.Fprintf(p.f.IO.Out, inboxRow, "THREAD", "STEP", "ROLE", "WAITS FOR", "SINCE", "INSTRUCTION")
+		p.header = true
+	}
+	for i := range ws {
+		w := &ws[i]
+		if p.first == nil {
+			p.first = w
+		}
+		fmt.Fprintf(p.f.IO.Out, inboxRow, w.Ref, strconv.Itoa(w.Step), w.Role, workflow.WhoAnswers(w.AnsweredBy),
+			fmtDuration(time.Since(w.Since).Truncate(time.Second))+" ago", firstLine(w.Instruction))
+	}
+}
+
+func (p *inboxPrinter) end(in inboxJSON) {
+	if p.first == nil {
+		fmt.Fprintln(p.f.IO.Out, "nothing waits for a person")
 	} else {
-		tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "THREAD\tSTEP\tROLE\tWAITS FOR\tSINCE\tINSTRUCTION")
-		for _, w := range in.Waiting {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", w.Ref, w.Step, w.Role, workflow.WhoAnswers(w.AnsweredBy),
-				fmtDuration(time.Since(w.Since).Truncate(time.Second))+" ago", firstLine(w.Instruction))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		w := in.Waiting[0]
-		fmt.Fprintf(f.IO.Out, "answer with: %s\n", answerCommand(w.Ref, &w, false))
+		fmt.Fprintf(p.f.IO.Out, "answer with: %s\n", answerCommand(p.first.Ref, p.first, false))
 	}
 	for _, u := range in.Unreachable {
-		fmt.Fprintf(f.IO.Out, "%s: unreachable: %s\n", u.Remote, strings.TrimPrefix(u.Error, "remote "+u.Remote+": "))
+		msg := strings.TrimPrefix(u.Error, "remote "+u.Remote+": ")
+		if !strings.HasPrefix(msg, "no person token") {
+			msg = "unreachable: " + msg
+		}
+		fmt.Fprintf(p.f.IO.Out, "%s: %s\n", u.Remote, msg)
 	}
-	return nil
 }

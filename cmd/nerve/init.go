@@ -8,16 +8,18 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	nerve "github.com/nerve-agents/nerve"
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/remote"
-	"github.com/spf13/cobra"
 )
 
 type initOptions struct {
 	Name        string
 	Remote      string // NAME=URL
 	EnrollToken string
+	PersonToken string
 	JSON        bool
 	Example     bool
 }
@@ -71,6 +73,7 @@ something a workflow or reflex needs is missing; other problems are warnings.`,
 	cmd.Flags().StringVar(&opts.Name, "name", "", "this agent's name in nerve.yaml (default: the host name)")
 	cmd.Flags().StringVar(&opts.Remote, "remote", "", "add a remote as NAME=URL")
 	cmd.Flags().StringVar(&opts.EnrollToken, "enroll-token", "", "enroll with the remote using this token (from 'nerve khala enroll-token')")
+	cmd.Flags().StringVar(&opts.PersonToken, "person-token", "", "store a person's token for the remote (from 'nerve khala user add'), to answer human turns")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"ok", "checks": [...]}`)
 	cmd.Flags().BoolVar(&opts.Example, "example", false, "print a nerve.yaml documenting every key, and do nothing else")
 	return cmd
@@ -94,6 +97,9 @@ func initRun(ctx context.Context, f *Factory, opts *initOptions) error {
 	}
 	if opts.EnrollToken != "" && remoteName == "" {
 		return usageErrorf("add --remote NAME=URL", "--enroll-token needs --remote")
+	}
+	if opts.PersonToken != "" && remoteName == "" {
+		return usageErrorf("add --remote NAME=URL", "--person-token needs --remote")
 	}
 	home := config.Home(f.Getenv)
 	paths := config.Paths{Home: home}
@@ -137,6 +143,13 @@ func initRun(ctx context.Context, f *Factory, opts *initOptions) error {
 			return err
 		}
 		step("enrolled", detail)
+	}
+	if opts.PersonToken != "" {
+		detail, err := storePersonToken(ctx, home, remoteName, remoteURL, opts.PersonToken)
+		if err != nil {
+			return err
+		}
+		step("person token", detail)
 	}
 	if r, ok := cfg.Remotes[remoteName]; ok && r.URL == remoteURL {
 		step("remote "+remoteName, remoteURL+" in "+displayPath(cfgPath)+" (left as it is)")
@@ -240,4 +253,24 @@ func printChecks(io *IOStreams, rep initReport) {
 	} else {
 		fmt.Fprintln(io.Out, "not ready: fix the ✗ lines above")
 	}
+}
+
+// storePersonToken checks a person's token with the remote (its inbox
+// answers only a person) and stores it, 0600, apart from the agent token.
+func storePersonToken(ctx context.Context, home, remoteName, url, tok string) (string, error) {
+	if _, err := remote.New(remoteName, url, tok).Inbox(ctx); err != nil {
+		switch {
+		case remote.IsStatus(err, 401):
+			return "", &failedError{msg: fmt.Sprintf("remote %s refused the person token (unknown, or the person was removed)", remoteName),
+				hint: "ask the server's operator for one: nerve khala user add NAME"}
+		case remote.IsForbidden(err):
+			return "", &failedError{msg: fmt.Sprintf("that is an agent's token, not a person's, for remote %s", remoteName),
+				hint: "a person's token comes from: nerve khala user add NAME"}
+		}
+		return "", err
+	}
+	if err := remote.SavePersonToken(home, remoteName, tok); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("accepted by %s; stored in %s (0600)", remoteName, displayPath(filepath.Join(home, "person-tokens", remoteName))), nil
 }

@@ -16,9 +16,11 @@ import (
 	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
 
 	"github.com/charmbracelet/log"
+	"github.com/spf13/cobra"
+
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/khala"
-	"github.com/spf13/cobra"
+	"github.com/nerve-agents/nerve/workflow"
 )
 
 // envKhalaPostgres gives the PostgreSQL DSN without putting its password
@@ -35,6 +37,7 @@ type khalaServeOptions struct {
 	Grace    time.Duration
 	MaxBody  int64
 	MaxWait  time.Duration
+	MaxDepth int
 }
 
 func newCmdKhalaServe(f *Factory, runF func(*khalaServeOptions) error) *cobra.Command {
@@ -74,6 +77,9 @@ finish (at most --grace), the database is closed. A second signal exits at once.
 			if opts.DB == "" && opts.Postgres == "" {
 				opts.DB = filepath.Join(config.Home(f.Getenv), "khala.db")
 			}
+			if opts.MaxDepth < 1 {
+				return usageErrorf("a top-level thread is at depth 0, its children at 1", "--max-spawn-depth %d: want 1 or more", opts.MaxDepth)
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -88,6 +94,7 @@ finish (at most --grace), the database is closed. A second signal exits at once.
 	cmd.Flags().DurationVar(&opts.Grace, "grace", 30*time.Second, "how long shutdown waits for requests in flight")
 	cmd.Flags().Int64Var(&opts.MaxBody, "max-body", 4<<20, "largest request body in bytes (larger: 413)")
 	cmd.Flags().DurationVar(&opts.MaxWait, "max-wait", 60*time.Second, "longest claim long poll")
+	cmd.Flags().IntVar(&opts.MaxDepth, "max-spawn-depth", workflow.DefaultMaxSpawnDepth, "how deep child threads may nest (a child of a top-level thread is at depth 1)")
 	return cmd
 }
 
@@ -125,7 +132,7 @@ func khalaServeRun(ctx context.Context, opts *khalaServeOptions) error {
 	err = khala.Serve(ctx, khala.ServeOptions{
 		Addr: opts.Addr, DB: opts.DB, Postgres: opts.Postgres, PoolSize: opts.PoolSize,
 		Version: currentVersion().Version, Logger: slog.New(logger), ShutdownGrace: opts.Grace,
-		Server: khala.Options{MaxBody: opts.MaxBody, MaxWait: opts.MaxWait},
+		Server: khala.Options{MaxBody: opts.MaxBody, MaxWait: opts.MaxWait, MaxSpawnDepth: opts.MaxDepth},
 		Ready: func(url string) {
 			fmt.Fprintf(opts.IO.Out, "khala listening on %s (%s)\n", url, where)
 		},

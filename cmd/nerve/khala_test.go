@@ -130,7 +130,7 @@ func TestKhalaCommandTree(t *testing.T) {
 	for _, c := range cmd.Commands() {
 		names = append(names, c.Name())
 	}
-	if strings.Join(names, " ") != "enroll-token serve" {
+	if strings.Join(names, " ") != "enroll-token serve user" {
 		t.Fatalf("subcommands: %v", names)
 	}
 }

@@ -40,6 +40,9 @@ func remoteRemoveRun(f *Factory, opts *remoteRemoveOptions) error {
 	if err := remote.RemoveToken(config.Home(f.Getenv), opts.Name); err != nil {
 		return err
 	}
+	if err := remote.RemovePersonToken(config.Home(f.Getenv), opts.Name); err != nil {
+		return err
+	}
 	fmt.Fprintf(f.IO.Out, "removed remote %s\n", opts.Name)
 	return nil
 }

@@ -29,6 +29,7 @@ func newCmdRoot(f *Factory) *cobra.Command {
 		newCmdKhala(f),
 		newCmdKnowledge(f),
 		newCmdMCP(f, nil),
+		newCmdConsole(f, nil),
 		newCmdWorkspace(f),
 	)
 	return root

@@ -89,7 +89,11 @@ func threadAnswerRun(ctx context.Context, f *Factory, opts *threadAnswerOptions)
 	if opts.JSON {
 		return json.NewEncoder(f.IO.Out).Encode(res)
 	}
-	fmt.Fprintf(f.IO.Out, "answered step %d (%s) of %s as %s\n", res.Step, res.Role, res.Thread, res.By)
+	by := ""
+	if res.By != "" {
+		by = " as " + res.By
+	}
+	fmt.Fprintf(f.IO.Out, "answered step %d (%s) of %s%s\n", res.Step, res.Role, res.Thread, by)
 	return nil
 }
 

@@ -84,6 +84,10 @@ func (s remoteSource) Start(ctx context.Context, req daemon.StartRequest) (*work
 	if w := req.Workspace; w != nil {
 		start.Workspace = &api.StartWorkspace{Repo: w.Repo, Base: w.Base, Branch: w.Branch}
 	}
+	if p, err := workflow.ParseRef(req.Parent); req.Parent != "" && err == nil && p.Thread != "" {
+		// Started from inside a turn of a thread of this remote: its child.
+		start.Parent = &api.StartParent{Thread: p.Thread}
+	}
 	id, err := s.c.Start(ctx, req.Workflow, start)
 	if err != nil {
 		return nil, remoteUsage(err)

@@ -133,6 +133,31 @@ func TestLeafTypes(t *testing.T) {
 	}
 }
 
+// TestConsoleLinksNoHost keeps the web console below both of its hosts:
+// Khala and `nerve console` (over the daemon's socket) mount it, so it
+// links neither of them, nor what Khala must not carry.
+func TestConsoleLinksNoHost(t *testing.T) {
+	pkgs := graph(t)
+	p, ok := pkgs["console"]
+	if !ok {
+		t.Fatal("package console is gone; update this test")
+	}
+	banned := []string{"khala", "daemon", "config", "adapter", "cmd", "store", "sense", "reflex", "remote", "mcp"}
+	for _, dep := range p.Deps {
+		for _, b := range banned {
+			if under(own(dep), b) {
+				t.Errorf("console links %s: it is mounted by Khala and by nerve console, and links neither host", own(dep))
+			}
+		}
+		if strings.HasPrefix(dep, "github.com/spf13/viper") || strings.HasPrefix(dep, "github.com/fsnotify/fsnotify") {
+			t.Errorf("console links %s", dep)
+		}
+	}
+	if !slices.Contains(pkgs["khala"].Imports, module+"/console") {
+		t.Error("khala no longer mounts the console; update this test")
+	}
+}
+
 // TestKhalaStorageLayers keeps Khala's storage split the way River splits
 // its drivers: the contract (khala/khaladb) and its test suite link no
 // backend, a backend links neither the server nor another backend, and

@@ -88,6 +88,16 @@ type StartThread struct {
 	Input     map[string]any  `json:"input"`
 	Webhook   string          `json:"webhook,omitempty"`
 	Workspace *StartWorkspace `json:"workspace,omitempty"`
+	// Parent makes the new thread a child of a running thread of the same
+	// Khala: an agent inside a turn of Parent.Thread starts it.
+	Parent *StartParent `json:"parent,omitempty"`
+}
+
+// StartParent is a child thread's parent: its thread id, and the step
+// the child was started from (0: none given).
+type StartParent struct {
+	Thread string `json:"thread"`
+	Step   int    `json:"step,omitempty"`
 }
 
 // StartWorkspace is a new thread's workspace: the repository every serving

@@ -37,6 +37,18 @@ type Storage interface {
 	// ErrUnauthorized.
 	AgentByToken(ctx context.Context, h Hash) (Agent, error)
 
+	// AddPerson stores a person (token hash only). Errors: ErrNameTaken.
+	AddPerson(ctx context.Context, p Person) error
+	// RemovePerson deletes a person; their token stops working at once.
+	// Errors: ErrNotFound.
+	RemovePerson(ctx context.Context, name string) error
+	// People lists people by name.
+	People(ctx context.Context) ([]Person, error)
+	// PersonByToken returns the person whose token hashes to h, or
+	// ErrUnauthorized. It is never answered from a cache: a removed
+	// person's token must stop at once on every replica.
+	PersonByToken(ctx context.Context, h Hash) (Person, error)
+
 	// PutWorkflow publishes a definition: its record and its source,
 	// which is kept by content hash for the threads started from it.
 	PutWorkflow(ctx context.Context, w WorkflowRecord, source []byte) (created bool, err error)
@@ -75,6 +87,9 @@ type Storage interface {
 	// Due returns turns whose lease expired or whose idle time passed by
 	// now (at most limit), and the earliest future deadline (zero: none).
 	Due(ctx context.Context, now time.Time, limit int) ([]DueTurn, time.Time, error)
+	// WaitingTurns returns the human turns waiting for a person's answer
+	// (TurnWaiting), oldest first.
+	WaitingTurns(ctx context.Context) ([]Turn, error)
 	// Stats counts what /metrics reports as gauges.
 	Stats(ctx context.Context) (Stats, error)
 
@@ -142,6 +157,7 @@ type ClaimQuery struct {
 const (
 	DueExpired = "expired" // a lease ran out
 	DueIdle    = "idle"    // a turn waited unclaimed past its idle limit
+	DueChild   = "child"   // a child turn's thread is to be checked on
 )
 
 // DueTurn is work for the sweeper.
@@ -157,4 +173,5 @@ type Stats struct {
 	Queued  int // turns waiting for an agent
 	Claimed int // turns leased to an agent
 	Running int // threads not ended
+	Waiting int // human turns waiting for a person
 }

@@ -31,6 +31,14 @@ type EnrollToken struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
+// Person is someone who answers human turns (nerve khala user add). A
+// person's token is distinct from an agent's: it answers, it never claims.
+type Person struct {
+	Name    string    `json:"name"`
+	Token   Hash      `json:"token"`
+	AddedAt time.Time `json:"added_at"`
+}
+
 // WorkflowRecord is a published definition. Everything else about it is
 // read from its source, parsed once per hash.
 type WorkflowRecord struct {
@@ -47,17 +55,34 @@ type Thread struct {
 	SourceHash string `json:"source_hash"`
 	Webhook    string `json:"webhook,omitempty"`
 	Initiator  string `json:"initiator,omitempty"`
+	// Children are the child threads started from this one, in the
+	// order they were started (see ChildLink).
+	Children []ChildLink `json:"children,omitempty"`
 	// Version grows with every UpdateThread commit: the optimistic check
 	// that keeps a stale view from overwriting a newer state.
 	Version uint64 `json:"version"`
 }
 
-// Turn states.
+// ChildLink is a child thread as its parent keeps it: Status is the
+// child's as last seen by the parent (the child's own record has the last
+// word); Step is the parent's step that waits for it (0: none, an agent
+// started it from inside a turn).
+type ChildLink struct {
+	Thread   string `json:"thread"`
+	Workflow string `json:"workflow"`
+	Step     int    `json:"step,omitempty"`
+	Status   string `json:"status"`
+}
+
+// Turn states. Only a queued turn is ever claimed: a waiting turn is a
+// person's, a child turn waits for its child thread.
 const (
 	TurnQueued    = "queued"
 	TurnClaimed   = "claimed"
 	TurnAnswered  = "answered"
 	TurnCancelled = "cancelled" // its thread ended first
+	TurnWaiting   = "waiting"   // a human turn waiting for a person's answer
+	TurnChild     = "child"     // a child thread runs for it (Child)
 )
 
 // Turn is one queued step: what an agent claims. Its limits are copied
@@ -84,13 +109,22 @@ type Turn struct {
 	LeaseExpires time.Time `json:"lease_expires,omitzero"`
 	// IdleAt is when an unclaimed turn raises idle; zero once raised.
 	IdleAt time.Time `json:"idle_at,omitzero"`
+	// Child is a child turn's thread (thread-N); for a child turn,
+	// LeaseExpires is when the sweeper next checks on that thread.
+	Child string `json:"child,omitempty"`
 	// Rev grows with every write of the turn (claims and heartbeats
 	// included), so UpdateThread can tell a turn moved under it.
 	Rev uint64 `json:"rev"`
 }
 
 // Open reports whether the turn still waits for an answer.
-func (t *Turn) Open() bool { return t.State == TurnQueued || t.State == TurnClaimed }
+func (t *Turn) Open() bool {
+	switch t.State {
+	case TurnQueued, TurnClaimed, TurnWaiting, TurnChild:
+		return true
+	}
+	return false
+}
 
 // ThreadView is a thread with everything needed to change it.
 type ThreadView struct {

@@ -187,6 +187,9 @@ func (b *Store) apply(tx *bolt.Tx, e *encodedChange, version uint64, wasRunning 
 	if err != nil {
 		return false, err
 	}
+	if err := reserveChildren(tx, c.Turns); err != nil {
+		return false, err
+	}
 	for i := range c.Turns {
 		h := headOf(&c.Turns[i])
 		h.Rev++
@@ -208,6 +211,25 @@ func (b *Store) apply(tx *bolt.Tx, e *encodedChange, version uint64, wasRunning 
 		}
 	}
 	return false, nil
+}
+
+// reserveChildren moves the stored thread counter past the child threads
+// turns name: their ids were handed out before the children exist, and a
+// restart must not hand them out again.
+func reserveChildren(tx *bolt.Tx, turns []khaladb.Turn) error {
+	meta := tx.Bucket(bMeta)
+	for i := range turns {
+		n, ok := khaladb.ParseThreadID(turns[i].Child)
+		if !ok {
+			continue
+		}
+		if v := meta.Get(kNextThread); v == nil || binary.BigEndian.Uint64(v) < n {
+			if err := meta.Put(kNextThread, k8(n)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // putTurn stores a turn and moves its index entries from old's state
@@ -247,6 +269,14 @@ func turnIndex(n uint64, step int, h turnHead) [][]byte {
 		return keys
 	case khaladb.TurnClaimed:
 		return [][]byte{ixKey(ixLease, h.LeaseExpires, n, step)}
+	case khaladb.TurnWaiting:
+		keys := [][]byte{ixKey(ixWaiting, h.FirstQueued, n, step)}
+		if !h.IdleAt.IsZero() {
+			keys = append(keys, ixKey(ixIdle, h.IdleAt, n, step))
+		}
+		return keys
+	case khaladb.TurnChild:
+		return [][]byte{ixKey(ixChild, h.LeaseExpires, n, step)}
 	}
 	return nil
 }

@@ -44,13 +44,16 @@ type turnBody struct {
 	Prompt      string        `json:"prompt,omitempty"`
 	MaxAttempts int           `json:"max_attempts"`
 	Idle        time.Duration `json:"idle,omitempty"`
+	Child       string        `json:"child,omitempty"`
 }
 
 const turnFormat = 1
 
 var (
-	stateCodes = map[string]byte{khaladb.TurnQueued: 1, khaladb.TurnClaimed: 2, khaladb.TurnAnswered: 3, khaladb.TurnCancelled: 4}
-	stateNames = []string{"", khaladb.TurnQueued, khaladb.TurnClaimed, khaladb.TurnAnswered, khaladb.TurnCancelled}
+	stateCodes = map[string]byte{khaladb.TurnQueued: 1, khaladb.TurnClaimed: 2, khaladb.TurnAnswered: 3, khaladb.TurnCancelled: 4,
+		khaladb.TurnWaiting: 5, khaladb.TurnChild: 6}
+	stateNames = []string{"", khaladb.TurnQueued, khaladb.TurnClaimed, khaladb.TurnAnswered, khaladb.TurnCancelled,
+		khaladb.TurnWaiting, khaladb.TurnChild}
 
 	errBadRecord = errors.New("malformed record")
 )
@@ -64,7 +67,7 @@ func headOf(t *khaladb.Turn) turnHead {
 // which no one is served any more.
 func encodeTurnBody(t *khaladb.Turn) ([]byte, error) {
 	b := turnBody{ID: t.ID, Thread: t.Thread, Workflow: t.Workflow, Step: t.Step, Role: t.Role,
-		Instruction: t.Instruction, Prompt: t.Prompt, MaxAttempts: t.MaxAttempts, Idle: t.Idle}
+		Instruction: t.Instruction, Prompt: t.Prompt, MaxAttempts: t.MaxAttempts, Idle: t.Idle, Child: t.Child}
 	if !t.Open() {
 		b.Prompt = ""
 	}
@@ -132,7 +135,7 @@ func decodeTurn(v []byte) (khaladb.Turn, error) {
 	return khaladb.Turn{ID: b.ID, Thread: b.Thread, Workflow: b.Workflow, Step: b.Step, Role: b.Role, Instruction: b.Instruction,
 		Prompt: b.Prompt, State: h.State, Attempt: h.Attempt, MaxAttempts: b.MaxAttempts, Lease: h.Lease, Idle: b.Idle,
 		Claim: h.Claim, Agent: h.Agent, FirstQueued: h.FirstQueued, QueuedAt: h.QueuedAt, ClaimedAt: h.ClaimedAt,
-		LeaseExpires: h.LeaseExpires, IdleAt: h.IdleAt, Rev: h.Rev}, nil
+		LeaseExpires: h.LeaseExpires, IdleAt: h.IdleAt, Rev: h.Rev, Child: b.Child}, nil
 }
 
 // threadValue is a stored thread: its version, then its JSON.

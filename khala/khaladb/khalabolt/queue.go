@@ -157,7 +157,7 @@ func (b *Store) Due(ctx context.Context, now time.Time, limit int) ([]khaladb.Du
 		for _, idx := range []struct {
 			prefix byte
 			kind   string
-		}{{ixLease, khaladb.DueExpired}, {ixIdle, khaladb.DueIdle}} {
+		}{{ixLease, khaladb.DueExpired}, {ixIdle, khaladb.DueIdle}, {ixChild, khaladb.DueChild}} {
 			c := tx.Bucket(bIndex).Cursor()
 			for k, v := c.Seek([]byte{idx.prefix}); k != nil && k[0] == idx.prefix; k, v = c.Next() {
 				at, n, step := ixParse(k)
@@ -172,7 +172,11 @@ func (b *Store) Due(ctx context.Context, now time.Time, limit int) ([]khaladb.Du
 					break
 				}
 				id := khaladb.ThreadID(n)
-				out = append(out, khaladb.DueTurn{Kind: idx.kind, Turn: khaladb.TurnID(id, step), Thread: id, Claim: string(v)})
+				d := khaladb.DueTurn{Kind: idx.kind, Turn: khaladb.TurnID(id, step), Thread: id}
+				if idx.kind == khaladb.DueExpired {
+					d.Claim = string(v)
+				}
+				out = append(out, d)
 			}
 		}
 		return nil
@@ -193,6 +197,8 @@ func (b *Store) Stats(ctx context.Context) (khaladb.Stats, error) {
 				s.Claimed++
 			case ixRunning:
 				s.Running++
+			case ixWaiting:
+				s.Waiting++
 			}
 		}
 		return nil

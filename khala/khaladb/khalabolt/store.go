@@ -29,12 +29,14 @@ var (
 	bIndex     = []byte("index")     // prefix, ... -> the queue, leases, idle deadlines, running threads
 	bHooks     = []byte("hooks")     // id -> Webhook
 	bHookDue   = []byte("hookdue")   // next attempt, id -> nil
+	bPeople    = []byte("people")    // name -> Person
+	bPersonTok = []byte("persontok") // token hash -> person name
 
 	kNextThread = []byte("next_thread")
 	kNextHook   = []byte("next_hook")
 	kFormat     = []byte("format")
 
-	allBuckets = [][]byte{bMeta, bEnroll, bAgents, bTokens, bWorkflows, bSources, bThreads, bList, bIndex, bHooks, bHookDue}
+	allBuckets = [][]byte{bMeta, bEnroll, bAgents, bTokens, bWorkflows, bSources, bThreads, bList, bIndex, bHooks, bHookDue, bPeople, bPersonTok}
 )
 
 // A thread's records share one key range (N first), and within it a
@@ -46,10 +48,12 @@ const (
 	regionSteps    byte = 1 // N, 1, step, 0 -> Turn; N, 1, step, seq -> Event (step 0: the thread's own)
 	regionMessages byte = 2 // N, 2, step -> Message
 
+	ixChild   byte = 'c' // 'c', next check, N, step -> nil: child turns
 	ixIdle    byte = 'i' // 'i', deadline, N, step -> nil
 	ixLease   byte = 'l' // 'l', expiry, N, step -> claim
 	ixQueue   byte = 'q' // 'q', first queued, N, step -> workflow \0 role
 	ixRunning byte = 'r' // 'r', N -> nil
+	ixWaiting byte = 'w' // 'w', first queued, N, step -> nil: human turns
 )
 
 // storeFormat is the layout of the records below and in codec.go.

@@ -186,3 +186,37 @@ func TestThreadNumbersAfterReopen(t *testing.T) {
 		t.Fatalf("after reopen: %q, want thread-3 (after the last created thread-2)", id)
 	}
 }
+
+// A child turn's thread id is never handed out again after a restart,
+// though the child thread was not created yet.
+func TestChildIDsSurviveRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "k.db")
+	b, err := Open(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := khaladbtest.StartThread(t, b, "fanout", khaladbtest.Epoch, khaladbtest.TurnSpec{Role: "a"})
+	child, err := b.NextThreadID(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.UpdateThread(t.Context(), v.Thread.ID, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
+		c := &khaladb.ThreadChange{Thread: v.Thread}
+		c.Thread.Step = 2
+		c.Turns = []khaladb.Turn{{ID: khaladb.TurnID(v.Thread.ID, 2), Thread: v.Thread.ID, Workflow: "fanout", Step: 2, Role: "review",
+			State: khaladb.TurnChild, Child: child, FirstQueued: khaladbtest.Epoch, LeaseExpires: khaladbtest.Epoch}}
+		return c, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	b, err = Open(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if next, _ := b.NextThreadID(t.Context()); next == child {
+		t.Fatalf("after a restart the next id is %s again, the child turn's", next)
+	}
+}

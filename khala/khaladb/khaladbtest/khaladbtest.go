@@ -29,6 +29,8 @@ func Exercise(t *testing.T, open Opener) {
 		{"Events", Events},
 		{"Wakeups", Wakeups},
 		{"Workspace", Workspace},
+		{"People", People},
+		{"PeopleAndChildTurns", PeopleAndChildTurns},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, open) })
 	}

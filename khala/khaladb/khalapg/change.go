@@ -20,7 +20,7 @@ import (
 
 // turnCols are a turn's columns in the order scanTurn reads them.
 const turnCols = `thread, step, workflow, role, state, rev, attempt, max_attempts, lease, idle, claim, agent,
-	first_queued, queued_at, claimed_at, lease_expires, idle_at, instruction, prompt`
+	first_queued, queued_at, claimed_at, lease_expires, idle_at, instruction, prompt, child`
 
 func scanTurn(row pgx.Row) (khaladb.Turn, error) {
 	var (
@@ -28,7 +28,7 @@ func scanTurn(row pgx.Row) (khaladb.Turn, error) {
 		n, rev, lease, idle, fq, qa, ca, le, ia int64
 	)
 	err := row.Scan(&n, &t.Step, &t.Workflow, &t.Role, &t.State, &rev, &t.Attempt, &t.MaxAttempts, &lease, &idle,
-		&t.Claim, &t.Agent, &fq, &qa, &ca, &le, &ia, &t.Instruction, &t.Prompt)
+		&t.Claim, &t.Agent, &fq, &qa, &ca, &le, &ia, &t.Instruction, &t.Prompt, &t.Child)
 	if err != nil {
 		return t, err
 	}
@@ -184,12 +184,12 @@ func buildChangeText(p changeParts) string {
 		ctes = append(ctes, `tu AS (INSERT INTO khala_turns AS k (`+turnCols+`)
 	SELECT `+thread+`, u.* FROM unnest(`+steps+`::int[], `+args("::text[]", "::text[]", "::text[]",
 			"::bigint[]", "::int[]", "::int[]", "::bigint[]", "::bigint[]", "::text[]", "::text[]", "::bigint[]", "::bigint[]",
-			"::bigint[]", "::bigint[]", "::bigint[]", "::text[]", "::text[]")+`) AS u
+			"::bigint[]", "::bigint[]", "::bigint[]", "::text[]", "::text[]", "::text[]")+`) AS u
 	ON CONFLICT (thread, step) DO UPDATE SET workflow = EXCLUDED.workflow, role = EXCLUDED.role, state = EXCLUDED.state,
 		rev = EXCLUDED.rev, attempt = EXCLUDED.attempt, max_attempts = EXCLUDED.max_attempts, lease = EXCLUDED.lease,
 		idle = EXCLUDED.idle, claim = EXCLUDED.claim, agent = EXCLUDED.agent, first_queued = EXCLUDED.first_queued,
 		queued_at = EXCLUDED.queued_at, claimed_at = EXCLUDED.claimed_at, lease_expires = EXCLUDED.lease_expires,
-		idle_at = EXCLUDED.idle_at, instruction = EXCLUDED.instruction, prompt = EXCLUDED.prompt
+		idle_at = EXCLUDED.idle_at, instruction = EXCLUDED.instruction, prompt = EXCLUDED.prompt, child = EXCLUDED.child
 	WHERE k.rev = EXCLUDED.rev - 1
 	RETURNING 1)`)
 		checks = append(checks, "(SELECT count(*) FROM tu) = cardinality("+steps+"::int[])")
@@ -246,8 +246,8 @@ func turnSteps(ts []khaladb.Turn) []int32 {
 func turnArrays(ts []khaladb.Turn) []any {
 	k := len(ts)
 	tAttempt, tMax := make([]int32, k), make([]int32, k)
-	tWf, tRole, tState, tClaim, tAgent, tInstr, tPrompt := make([]string, k), make([]string, k), make([]string, k),
-		make([]string, k), make([]string, k), make([]string, k), make([]string, k)
+	tWf, tRole, tState, tClaim, tAgent, tInstr, tPrompt, tChild := make([]string, k), make([]string, k), make([]string, k),
+		make([]string, k), make([]string, k), make([]string, k), make([]string, k), make([]string, k)
 	tRev, tLease, tIdle, tFQ, tQA, tCA, tLE, tIA := make([]int64, k), make([]int64, k), make([]int64, k), make([]int64, k),
 		make([]int64, k), make([]int64, k), make([]int64, k), make([]int64, k)
 	for i := range ts {
@@ -256,11 +256,12 @@ func turnArrays(ts []khaladb.Turn) []any {
 		tAttempt[i], tMax[i], tLease[i], tIdle[i] = int32(t.Attempt), int32(t.MaxAttempts), int64(t.Lease), int64(t.Idle)
 		tClaim[i], tAgent[i], tFQ[i], tQA[i], tCA[i] = t.Claim, t.Agent, shared.Nanos(t.FirstQueued), shared.Nanos(t.QueuedAt), shared.Nanos(t.ClaimedAt)
 		tLE[i], tIA[i], tInstr[i], tPrompt[i] = shared.Nanos(t.LeaseExpires), shared.Nanos(t.IdleAt), t.Instruction, t.Prompt
+		tChild[i] = t.Child
 		if !t.Open() {
 			tPrompt[i] = "" // a closed turn is served to no one again
 		}
 	}
-	return []any{tWf, tRole, tState, tRev, tAttempt, tMax, tLease, tIdle, tClaim, tAgent, tFQ, tQA, tCA, tLE, tIA, tInstr, tPrompt}
+	return []any{tWf, tRole, tState, tRev, tAttempt, tMax, tLease, tIdle, tClaim, tAgent, tFQ, tQA, tCA, tLE, tIA, tInstr, tPrompt, tChild}
 }
 
 func eventTimes(es []workflow.Event) []int64 {

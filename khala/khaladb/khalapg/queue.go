@@ -193,10 +193,14 @@ func (p *Store) Due(ctx context.Context, now time.Time, limit int) ([]khaladb.Du
 	b.Queue(`(SELECT 'expired', thread, step, claim FROM khala_turns WHERE state = 'claimed' AND lease_expires <= $1
 			ORDER BY lease_expires LIMIT $2)
 		UNION ALL
-		(SELECT 'idle', thread, step, '' FROM khala_turns WHERE state = 'queued' AND idle_at > 0 AND idle_at <= $1
-			ORDER BY idle_at LIMIT $2)`, shared.Nanos(now), limit+1)
+		(SELECT 'idle', thread, step, '' FROM khala_turns WHERE state IN ('queued', 'waiting') AND idle_at > 0 AND idle_at <= $1
+			ORDER BY idle_at LIMIT $2)
+		UNION ALL
+		(SELECT 'child', thread, step, '' FROM khala_turns WHERE state = 'child' AND lease_expires <= $1
+			ORDER BY lease_expires LIMIT $2)`, shared.Nanos(now), limit+1)
 	b.Queue(`SELECT least((SELECT min(lease_expires) FROM khala_turns WHERE state = 'claimed' AND lease_expires > $1),
-		(SELECT min(idle_at) FROM khala_turns WHERE state = 'queued' AND idle_at > $1))`, shared.Nanos(now))
+		(SELECT min(idle_at) FROM khala_turns WHERE state IN ('queued', 'waiting') AND idle_at > $1),
+		(SELECT min(lease_expires) FROM khala_turns WHERE state = 'child' AND lease_expires > $1))`, shared.Nanos(now))
 	br := p.pool.SendBatch(ctx, b)
 	defer br.Close()
 	rows, _ := br.Query()
@@ -232,7 +236,8 @@ func (p *Store) Stats(ctx context.Context) (khaladb.Stats, error) {
 	err := p.pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM khala_turns WHERE state = 'queued'),
 		(SELECT count(*) FROM khala_turns WHERE state = 'claimed'),
-		(SELECT count(*) FROM khala_threads WHERE status = 'running')`).Scan(&s.Queued, &s.Claimed, &s.Running)
+		(SELECT count(*) FROM khala_threads WHERE status = 'running'),
+		(SELECT count(*) FROM khala_turns WHERE state = 'waiting')`).Scan(&s.Queued, &s.Claimed, &s.Running, &s.Waiting)
 	return s, p.fail("count", err)
 }
 

@@ -68,7 +68,7 @@ func (p *Store) queueView(b *pgx.Batch, n uint64, lock string) []workflow.Messag
 	b.Queue(`SELECT step, CASE WHEN step > $2 THEN record END FROM khala_messages WHERE thread = $1 ORDER BY step`, int64(n), last)
 	b.Queue("SELECT "+turnCols+` FROM khala_turns WHERE thread = $1
 		AND step = ANY (SELECT unnest(pending) FROM khala_threads WHERE n = $1)
-		AND state IN ('queued', 'claimed') ORDER BY step `+lock, int64(n))
+		AND state IN ('queued', 'claimed', 'waiting', 'child') ORDER BY step `+lock, int64(n))
 	return cached
 }
 

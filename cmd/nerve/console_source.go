@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nerve-agents/nerve/console"
+	"github.com/nerve-agents/nerve/daemon"
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// consoleDaemon is what `nerve console` shows: the local daemon, read over
+// its socket API, and the workflow definitions of nerve.yaml's
+// directories.
+type consoleDaemon struct {
+	client *daemon.Client
+	agent  string
+	dirs   []string
+}
+
+// consoleUsageThreads is how many of the newest threads the usage page sums.
+const consoleUsageThreads = 500
+
+func (d *consoleDaemon) Threads(ctx context.Context, f console.ThreadFilter) (*console.ThreadPage, error) {
+	all, err := d.client.Threads(ctx, "", "", 0)
+	if err != nil {
+		return nil, err
+	}
+	out := &console.ThreadPage{Counts: console.Counts{Waiting: -1}}
+	var match []*workflow.Thread
+	for _, t := range all {
+		switch t.Status {
+		case workflow.StatusRunning:
+			out.Counts.Running++
+		case workflow.StatusCompleted:
+			out.Counts.Completed++
+		case workflow.StatusFailed:
+			out.Counts.Failed++
+		case workflow.StatusCancelled:
+			out.Counts.Cancelled++
+		}
+		if (f.Workflow == "" || t.Workflow == f.Workflow) && (f.Status == "" || t.Status == f.Status) {
+			match = append(match, t)
+		}
+	}
+	from := min((f.Page-1)*f.PerPage, len(match))
+	match = match[from:]
+	if len(match) > f.PerPage {
+		match, out.More = match[:f.PerPage], true
+	}
+	for _, t := range match {
+		out.Threads = append(out.Threads, console.ThreadSummary{ID: t.ID, Workflow: t.Workflow, Status: t.Status,
+			Error: t.Error, Step: t.Step, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt})
+	}
+	return out, nil
+}
+
+func (d *consoleDaemon) Thread(ctx context.Context, id string) (*console.ThreadDetail, error) {
+	var evs []workflow.Event
+	err := d.client.Events(ctx, id, 0, false, func(e workflow.Event) error { evs = append(evs, e); return nil })
+	if daemon.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: no thread %s", console.ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	t, err := d.client.Thread(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := d.client.Messages(ctx, id, workflow.Filter{})
+	if err != nil {
+		return nil, err
+	}
+	out := &console.ThreadDetail{Thread: *t, Messages: msgs, Events: evs}
+	for _, p := range t.Pending {
+		out.Turns = append(out.Turns, console.QueuedTurn{Thread: id, Workflow: t.Workflow, Role: p.Role, Step: p.Step,
+			State: "running", Agent: d.agent, Attempt: 1, QueuedAt: t.UpdatedAt})
+	}
+	return out, nil
+}
+
+func (d *consoleDaemon) Follow(ctx context.Context, id string, after uint64, fn func(workflow.Event) error) error {
+	return d.client.Events(ctx, id, after, true, fn)
+}
+
+func (d *consoleDaemon) Workflows(context.Context) ([]console.Workflow, error) {
+	var out []console.Workflow
+	for _, e := range workflow.Discover(d.dirs) {
+		w := console.Workflow{Name: e.Name}
+		if e.Def == nil {
+			w.Err = firstLine(e.Err.Error())
+			out = append(out, w)
+			continue
+		}
+		def := e.Def
+		w.Description, w.Binding, w.Source = def.Description, def.Binding, string(def.Source)
+		for name, r := range def.Roles {
+			cr := console.Role{Name: name, Adapter: r.Adapter}
+			if r.Meta != nil {
+				b, _ := json.MarshalIndent(r.Meta, "", "  ")
+				cr.Meta = string(b)
+			}
+			w.Roles = append(w.Roles, cr)
+		}
+		slices.SortFunc(w.Roles, func(a, b console.Role) int { return strings.Compare(a.Name, b.Name) })
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// Agents is this machine's one agent: the daemon.
+func (d *consoleDaemon) Agents(ctx context.Context) ([]console.Agent, error) {
+	st, err := d.client.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return []console.Agent{{Name: d.agent, LastSeen: time.Now(), TurnsHeld: len(st.ActiveTurns) + st.ClaimedSlots,
+		Capacity: st.Capacity, EnrolledAt: st.StartedAt}}, nil
+}
+
+// Queue is what runs now: a daemon queues nothing, it runs each turn as
+// its thread assigns it.
+func (d *consoleDaemon) Queue(ctx context.Context) ([]console.QueuedTurn, error) {
+	st, err := d.client.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []console.QueuedTurn{}
+	for _, a := range st.ActiveTurns {
+		thread, wf := a.Thread, ""
+		if i := strings.LastIndexByte(a.Thread, '#'); i >= 0 {
+			wf, thread = a.Thread[:i], a.Thread[i+1:]
+		}
+		out = append(out, console.QueuedTurn{Turn: fmt.Sprintf("%s.%d", thread, a.Step), Thread: thread, Workflow: wf,
+			Role: a.Role, State: "running", Agent: d.agent, Step: a.Step, Attempt: 1, QueuedAt: a.StartedAt})
+	}
+	slices.SortFunc(out, func(a, b console.QueuedTurn) int { return a.QueuedAt.Compare(b.QueuedAt) })
+	return out, nil
+}
+
+func (d *consoleDaemon) Usage(ctx context.Context) (*console.UsageReport, error) {
+	ts, err := d.client.Threads(ctx, "", "", consoleUsageThreads)
+	if err != nil {
+		return nil, err
+	}
+	var sum console.UsageSum
+	for _, t := range ts {
+		msgs, err := d.client.Messages(ctx, t.ID, workflow.Filter{})
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range msgs {
+			sum.Add(t.Workflow, m)
+		}
+	}
+	return sum.Report(fmt.Sprintf("Per-turn usage of the newest %d local threads.", consoleUsageThreads)), nil
+}
+
+func (d *consoleDaemon) Inbox(context.Context, string) ([]console.InboxItem, error) {
+	return nil, console.ErrNotAvailable
+}
+
+func (d *consoleDaemon) Answer(context.Context, string, console.AnswerForm) error {
+	return console.ErrNotAvailable
+}

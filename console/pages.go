@@ -1,0 +1,187 @@
+package console
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// threadsData is the threads list's.
+type threadsData struct {
+	Filter    ThreadFilter
+	Page      *ThreadPage
+	Workflows []string
+	Statuses  []string
+	Prev      string // link to the previous page, "" on the first
+	Next      string
+}
+
+func (c *Console) threadsPage(r *http.Request, _ user) (view, error) {
+	q := r.URL.Query()
+	f := ThreadFilter{Workflow: q.Get("workflow"), Status: q.Get("status"), Page: 1, PerPage: c.opts.PerPage}
+	if f.Status != "" && !slices.Contains(Statuses, f.Status) {
+		return view{}, fmt.Errorf("%w: status %q: want one of running, waiting, completed, failed, cancelled", errBadRequest, f.Status)
+	}
+	if v := q.Get("page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10000 {
+			return view{}, fmt.Errorf("%w: page %q: want a page number from 1", errBadRequest, v)
+		}
+		f.Page = n
+	}
+	p, err := c.src.Threads(r.Context(), f)
+	if err != nil {
+		return view{}, err
+	}
+	d := threadsData{Filter: f, Page: p, Statuses: Statuses}
+	if wfs, err := c.src.Workflows(r.Context()); err == nil {
+		for _, w := range wfs {
+			d.Workflows = append(d.Workflows, w.Name)
+		}
+	}
+	link := func(page int) string {
+		v := url.Values{}
+		if f.Workflow != "" {
+			v.Set("workflow", f.Workflow)
+		}
+		if f.Status != "" {
+			v.Set("status", f.Status)
+		}
+		if page > 1 {
+			v.Set("page", strconv.Itoa(page))
+		}
+		if len(v) == 0 {
+			return "/"
+		}
+		return "/?" + v.Encode()
+	}
+	if f.Page > 1 {
+		d.Prev = link(f.Page - 1)
+	}
+	if p.More {
+		d.Next = link(f.Page + 1)
+	}
+	return view{name: "threads", title: "Threads", nav: "threads", data: d}, nil
+}
+
+// threadData is a thread's page's.
+type threadData struct {
+	*ThreadDetail
+	Detections []workflow.Event
+	LastSeq    uint64
+	Live       bool
+	// ChildrenUnknown: the source cannot list child threads yet.
+	ChildrenUnknown bool
+	// Changed sums what the turns committed; Commits counts them.
+	Changed workflow.Changes
+	Commits int
+}
+
+func (c *Console) threadPage(r *http.Request, _ user) (view, error) {
+	id := r.PathValue("id")
+	if !workflow.IsThreadID(id) {
+		return view{}, fmt.Errorf("%w: %q is not a thread id (thread-N)", errBadRequest, id)
+	}
+	t, err := c.src.Thread(r.Context(), id)
+	if err != nil {
+		return view{}, err
+	}
+	d := threadData{ThreadDetail: t, Live: !t.Thread.Ended(), ChildrenUnknown: t.Children == nil}
+	for _, m := range t.Messages {
+		if m.Changes != nil {
+			d.Changed.Files += m.Changes.Files
+			d.Changed.Insertions += m.Changes.Insertions
+			d.Changed.Deletions += m.Changes.Deletions
+		}
+		if m.Commit != "" {
+			d.Commits++
+		}
+	}
+	for _, e := range t.Events {
+		d.LastSeq = max(d.LastSeq, e.Seq)
+		if e.Type == workflow.EventDetection {
+			d.Detections = append(d.Detections, e)
+		}
+	}
+	return view{name: "thread", title: t.Thread.ID + " · " + t.Thread.Workflow, nav: "threads", data: d}, nil
+}
+
+// inboxData is the inbox's.
+type inboxData struct {
+	Items []InboxItem
+	// Form is an answer that failed, shown again with its error.
+	Form  AnswerForm
+	Field string
+	Error string
+	Done  string // the thread just answered
+}
+
+func (c *Console) inboxPage(r *http.Request, u user) (view, error) {
+	items, err := c.src.Inbox(r.Context(), u.Person)
+	d := inboxData{Items: items, Done: r.URL.Query().Get("answered")}
+	return view{name: "inbox", title: "Inbox", nav: "inbox", data: d}, err
+}
+
+func (c *Console) handleAnswer(w http.ResponseWriter, r *http.Request, u user) {
+	a := AnswerForm{Thread: r.PostFormValue("thread"), Content: r.PostFormValue("content"), Meta: r.PostFormValue("meta")}
+	step, serr := strconv.Atoi(r.PostFormValue("step"))
+	a.Step = step
+	var err error
+	switch {
+	case !workflow.IsThreadID(a.Thread) || serr != nil || step < 1:
+		err = &FieldError{Field: "thread", Message: "the form names no waiting turn; reload the inbox"}
+	default:
+		err = c.src.Answer(r.Context(), u.Person, a)
+	}
+	if err == nil {
+		http.Redirect(w, r, "/inbox?answered="+url.QueryEscape(a.Thread), http.StatusSeeOther)
+		return
+	}
+	items, ierr := c.src.Inbox(r.Context(), u.Person)
+	d := inboxData{Items: items, Form: a, Error: err.Error()}
+	if fe, ok := err.(*FieldError); ok {
+		d.Field, d.Error = fe.Field, fe.Message
+	}
+	status := http.StatusBadRequest
+	if ierr != nil {
+		status = http.StatusInternalServerError
+	}
+	c.render(w, r, status, view{name: "inbox", title: "Inbox", nav: "inbox", data: d, notYet: ierr != nil}, u)
+}
+
+func (c *Console) workflowsPage(r *http.Request, _ user) (view, error) {
+	wfs, err := c.src.Workflows(r.Context())
+	return view{name: "workflows", title: "Workflows", nav: "workflows", data: wfs}, err
+}
+
+func (c *Console) workflowPage(r *http.Request, _ user) (view, error) {
+	name := r.PathValue("name")
+	wfs, err := c.src.Workflows(r.Context())
+	if err != nil {
+		return view{}, err
+	}
+	i := slices.IndexFunc(wfs, func(w Workflow) bool { return w.Name == name })
+	if i < 0 {
+		return view{}, fmt.Errorf("%w: no workflow %q", ErrNotFound, name)
+	}
+	return view{name: "workflow", title: name, nav: "workflows", data: wfs[i]}, nil
+}
+
+func (c *Console) agentsPage(r *http.Request, _ user) (view, error) {
+	as, err := c.src.Agents(r.Context())
+	return view{name: "agents", title: "Agents", nav: "agents", data: as}, err
+}
+
+func (c *Console) queuePage(r *http.Request, _ user) (view, error) {
+	q, err := c.src.Queue(r.Context())
+	return view{name: "queue", title: "Queue", nav: "queue", data: q}, err
+}
+
+func (c *Console) usagePage(r *http.Request, _ user) (view, error) {
+	u, err := c.src.Usage(r.Context())
+	return view{name: "usage", title: "Usage", nav: "usage", data: u}, err
+}

@@ -1,0 +1,160 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nerve-agents/nerve/internal/usage"
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// Source is what the console reads and does. Khala implements it over its
+// storage; `nerve console` over the daemon's socket API.
+type Source interface {
+	// Threads lists threads newest first, one page of them, with the
+	// counts of every status (of all threads, unfiltered by status).
+	Threads(ctx context.Context, f ThreadFilter) (*ThreadPage, error)
+	// Thread returns one thread with its messages, trace and open turns,
+	// or an error wrapping ErrNotFound.
+	Thread(ctx context.Context, id string) (*ThreadDetail, error)
+	// Follow calls fn with each event of thread id after seq, as it is
+	// committed, until the thread ends, fn fails or ctx ends.
+	Follow(ctx context.Context, id string, after uint64, fn func(workflow.Event) error) error
+	// Workflows lists the definitions threads can be started from.
+	Workflows(ctx context.Context) ([]Workflow, error)
+	// Agents lists the agents serving turns.
+	Agents(ctx context.Context) ([]Agent, error)
+	// Queue lists open turns, oldest first.
+	Queue(ctx context.Context) ([]QueuedTurn, error)
+	// Usage sums tokens and cost.
+	Usage(ctx context.Context) (*UsageReport, error)
+	// Inbox lists the human turns waiting for person.
+	Inbox(ctx context.Context, person string) ([]InboxItem, error)
+	// Answer answers a human turn as person. A bad field is a
+	// *FieldError, shown next to the field.
+	Answer(ctx context.Context, person string, a AnswerForm) error
+}
+
+// ErrNotAvailable is what a Source answers for a feature it does not have
+// yet; the page says what it will show.
+var ErrNotAvailable = errors.New("not available yet")
+
+// ErrNotFound is an unknown thread or workflow.
+var ErrNotFound = errors.New("not found")
+
+// FieldError is a bad value in a form: Field names the input.
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Message) }
+
+// Thread statuses the list filters by. Waiting (a thread waiting for a
+// person) is counted by sources that know human turns.
+var Statuses = []string{workflow.StatusRunning, "waiting", workflow.StatusCompleted, workflow.StatusFailed, workflow.StatusCancelled}
+
+// ThreadFilter selects a page of threads; zero fields select all.
+type ThreadFilter struct {
+	Workflow string
+	Status   string
+	Page     int // 1-based
+	PerPage  int
+}
+
+// Counts are threads by status. Waiting is -1 when the source cannot tell.
+type Counts struct {
+	Running, Waiting, Completed, Failed, Cancelled int
+}
+
+// ThreadPage is one page of the list.
+type ThreadPage struct {
+	Threads []ThreadSummary
+	// More says another page follows.
+	More   bool
+	Counts Counts
+}
+
+// ThreadSummary is a row of the list.
+type ThreadSummary struct {
+	ID, Workflow, Status, Error string
+	Step                        int
+	CreatedAt, UpdatedAt        time.Time
+}
+
+// ThreadDetail is everything a thread's page shows.
+type ThreadDetail struct {
+	Thread   workflow.Thread
+	Messages []workflow.Message
+	Events   []workflow.Event
+	Turns    []QueuedTurn // open ones
+	// Children are threads this one started; nil when the source has no
+	// notion of them yet (the page says so).
+	Children []ThreadSummary
+}
+
+// Workflow is a definition as its page shows it.
+type Workflow struct {
+	Name, Description, Binding string
+	Roles                      []Role
+	Source                     string // the definition, moderator inlined
+	UpdatedAt                  time.Time
+	UpdatedBy                  string
+	Err                        string // why it does not load
+}
+
+// Role is one role of a workflow.
+type Role struct {
+	Name, Adapter string
+	Meta          string // the meta schema as JSON; "" for none
+}
+
+// Agent is one agent serving turns. A zero LastSeen or a negative
+// Capacity is not known.
+type Agent struct {
+	Name       string
+	LastSeen   time.Time
+	TurnsHeld  int
+	Capacity   int
+	EnrolledAt time.Time
+}
+
+// QueuedTurn is an open turn.
+type QueuedTurn struct {
+	Turn, Thread, Workflow, Role, State, Agent string
+	Step, Attempt                              int
+	QueuedAt, LeaseExpires                     time.Time
+	Idle                                       bool // waited past its idle limit
+}
+
+// UsageReport is usage summed four ways.
+type UsageReport struct {
+	// Scope says what was summed ("the last 500 threads").
+	Scope                               string
+	ByWorkflow, ByAgent, ByModel, ByDay []UsageRow
+}
+
+// UsageRow is one sum.
+type UsageRow struct {
+	Key   string
+	Turns int
+	usage.Usage
+}
+
+// InboxItem is a human turn waiting for an answer.
+type InboxItem struct {
+	Thread, Workflow, Role, Instruction string
+	Step                                int
+	Meta                                string // the role's meta schema as JSON
+	Since                               time.Time
+}
+
+// AnswerForm is a person's answer to a human turn.
+type AnswerForm struct {
+	Thread  string
+	Step    int
+	Content string
+	Meta    string // JSON, "" for none
+}

@@ -1,0 +1,194 @@
+package khala
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// Error codes of people's requests.
+const (
+	codeForbidden  = "forbidden"
+	codeNotWaiting = "not_waiting"
+	codeBadAnswer  = "invalid_answer"
+)
+
+func forbidden(format string, a ...any) error {
+	return &apiError{http.StatusForbidden, codeForbidden, fmt.Sprintf(format, a...)}
+}
+
+// authPerson checks a person's token (h) for a route of kind: people
+// answer and read; an agent's token never answers, a person's never acts
+// as an agent. People are read from the store on every request.
+func (s *Server) authPerson(ctx context.Context, h khaladb.Hash, kind int) (khaladb.Agent, error) {
+	p, err := s.store.PersonByToken(ctx, h)
+	switch {
+	case err == nil && (kind == authPerson || kind == authRead):
+		return khaladb.Agent{Name: p.Name}, nil
+	case err == nil:
+		return khaladb.Agent{}, forbidden("this is %s's person token: a person answers human turns and reads threads; claiming, answering turns as an agent, publishing and starting take an agent token", p.Name)
+	case !errors.Is(err, khaladb.ErrUnauthorized):
+		return khaladb.Agent{}, err
+	case kind != authPerson:
+		return khaladb.Agent{}, fmt.Errorf("%w: unknown person token (was the person removed?)", khaladb.ErrUnauthorized)
+	}
+	if _, aerr := s.store.AgentByToken(ctx, h); aerr == nil {
+		return khaladb.Agent{}, forbidden("an agent's token cannot answer for a person: answer with a person's token (nerve khala user add NAME)")
+	}
+	return khaladb.Agent{}, fmt.Errorf("%w: unknown person token", khaladb.ErrUnauthorized)
+}
+
+// PersonByToken returns the name of the person whose token tok is: the
+// web console's sign-in. Errors: ErrUnauthorized for any other token.
+func (s *Server) PersonByToken(ctx context.Context, tok string) (string, error) {
+	p, err := s.store.PersonByToken(ctx, hashToken(strings.TrimSpace(tok)))
+	return p.Name, err
+}
+
+// answerHuman records person's answer a to the human turn turnID of v.
+// Nothing is recorded unless the turn waits, the person may answer it and
+// the answer fits the role.
+func answerHuman(ctx context.Context, defs *defCache, v *khaladb.ThreadView, turnID, person string, a workflow.Answer,
+	rt routing, now time.Time) (*khaladb.ThreadChange, error) {
+	th := v.Thread
+	if th.Ended() {
+		return nil, fmt.Errorf("%w: %s is %s; its turns take no answers", khaladb.ErrThreadEnded, th.ID, th.Status)
+	}
+	t := v.Turn(turnID)
+	switch {
+	case t == nil:
+		return nil, errTurnClosed
+	case t.State != khaladb.TurnWaiting:
+		return nil, &apiError{http.StatusConflict, codeNotWaiting, fmt.Sprintf("turn %s (%s) is not a person's: an agent or a child thread answers it", t.ID, t.Role)}
+	}
+	def, err := defs.get(ctx, th.SourceHash)
+	if err != nil {
+		return nil, err
+	}
+	if who := def.Answerers(t.Role); len(who) > 0 && !slices.Contains(who, person) {
+		return nil, forbidden("%s may not answer turn %s: role %s is answered by %s", person, t.ID, t.Role, workflow.WhoAnswers(who))
+	}
+	if err := def.CheckAnswer(t.Role, a.Content, a.Meta); err != nil {
+		return nil, &apiError{http.StatusBadRequest, codeBadAnswer, err.Error()}
+	}
+	m := workflow.Message{Agent: person, Content: a.Content, Meta: a.Meta}
+	ev := workflow.Event{At: now, Type: workflow.EventTurnAnswered, Thread: th.ID, Step: t.Step, Role: t.Role, Agent: person,
+		Turn: t.ID, Attempt: t.Attempt}
+	return closeTurn(ctx, def, nil, v, t, m, ev, rt, now)
+}
+
+type answerBody struct {
+	Content string          `json:"content"`
+	Meta    json.RawMessage `json:"meta"`
+}
+
+func (s *Server) handleAnswer(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
+	id, turn := r.PathValue("id"), r.PathValue("turn")
+	if th, _, _, ok := khaladb.ParseTurnID(turn); !ok || th != id {
+		s.fail(w, r, notFound("unknown turn %q of thread %s", turn, id))
+		return
+	}
+	var req answerBody
+	if err := decodeJSON(r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ans := workflow.Answer{Content: req.Content}
+	if len(req.Meta) > 0 && !bytes.Equal(req.Meta, []byte("null")) {
+		if err := json.Unmarshal(req.Meta, &ans.Meta); err != nil {
+			s.fail(w, r, badRequest("meta: %s", jsonErr(err)))
+			return
+		}
+	}
+	var (
+		c   *khaladb.ThreadChange
+		now time.Time
+	)
+	err := s.updateRouted(r.Context(), id, func(v *khaladb.ThreadView, rt routing) (*khaladb.ThreadChange, error) {
+		now = s.now()
+		var err error
+		c, err = answerHuman(r.Context(), s.defs, v, turn, a.Name, ans, rt, now)
+		return c, err
+	})
+	if errors.Is(err, errTurnClosed) {
+		err = s.closedHumanTurn(r.Context(), turn)
+	}
+	if errors.Is(err, khaladb.ErrNotFound) {
+		err = notFound("unknown thread %q", id)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.changed(c)
+	s.log.Info("turn answered by a person", "turn", turn, "person", a.Name)
+	writeJSON(w, http.StatusOK, responseJSON{Turn: turn, Thread: id, Status: c.Thread.Status, Agent: a.Name, At: now})
+}
+
+// closedHumanTurn says why a turn of a running thread takes no answer.
+func (s *Server) closedHumanTurn(ctx context.Context, turn string) error {
+	t, err := s.store.Turn(ctx, turn)
+	switch {
+	case errors.Is(err, khaladb.ErrNotFound):
+		return notFound("unknown turn %q", turn)
+	case err != nil:
+		return err
+	case t.State == khaladb.TurnAnswered:
+		return &apiError{http.StatusConflict, codeNotWaiting, fmt.Sprintf("turn %s was already answered", turn)}
+	}
+	return &apiError{http.StatusConflict, codeNotWaiting, fmt.Sprintf("turn %s is %s, not waiting for an answer", turn, t.State)}
+}
+
+// waitingOf is turn t of thread th as a person's inbox shows it.
+func waitingOf(def *workflow.Definition, th *khaladb.Thread, t khaladb.Turn) workflow.Waiting {
+	w := workflow.Waiting{Thread: th.ID, Workflow: th.Workflow, Ref: th.Workflow + "#" + th.ID, Turn: t.ID, Step: t.Step,
+		Role: t.Role, Prompt: t.Prompt, Instruction: t.Instruction, Since: t.QueuedAt}
+	if r := def.Roles[t.Role]; r != nil {
+		w.AnsweredBy = r.AnsweredBy
+		if r.Meta != nil {
+			w.Meta = r.Meta
+		}
+	}
+	return w
+}
+
+func (s *Server) handleInbox(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
+	turns, err := s.store.WaitingTurns(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := []workflow.Waiting{}
+	threads := map[string]*khaladb.ThreadView{}
+	for _, t := range turns {
+		v := threads[t.Thread]
+		if v == nil {
+			if v, err = s.store.Thread(r.Context(), t.Thread); errors.Is(err, khaladb.ErrNotFound) {
+				continue
+			} else if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			threads[t.Thread] = v
+		}
+		def, err := s.defs.get(r.Context(), v.Thread.SourceHash)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if who := def.Answerers(t.Role); v.Thread.Ended() || (len(who) > 0 && !slices.Contains(who, a.Name)) {
+			continue
+		}
+		out = append(out, waitingOf(def, &v.Thread, t))
+	}
+	writeJSON(w, http.StatusOK, out)
+}

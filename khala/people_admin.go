@@ -1,0 +1,224 @@
+package khala
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
+	"github.com/nerve-agents/nerve/khala/khaladb/khalabolt"
+	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// People: `nerve khala user add|list|remove`, into any Storage (Users),
+// into a bbolt file whoever holds it (UsersAt: directly, or through the
+// running server's admin path as enroll-token does), or into PostgreSQL
+// (UsersInPostgres).
+
+// prefixPerson marks a person's token: it answers human turns and reads
+// threads, and is never an agent's.
+const prefixPerson = "khala_person_"
+
+// User is a person as the admin commands show one; Token only when added.
+type User struct {
+	Name    string    `json:"name"`
+	Token   string    `json:"token,omitempty"`
+	AddedAt time.Time `json:"added_at"`
+}
+
+// Users manages the people of one Storage.
+type Users struct {
+	Store khaladb.Storage
+	Now   func() time.Time
+}
+
+// Add creates a person and returns their token, shown this once.
+func (u Users) Add(ctx context.Context, name string) (User, error) {
+	if err := workflow.CheckPersonName(name); err != nil {
+		return User{}, badRequest("%v", err)
+	}
+	tok, h := newToken(prefixPerson)
+	p := khaladb.Person{Name: name, Token: h, AddedAt: u.Now().UTC()}
+	err := u.Store.AddPerson(ctx, p)
+	if errors.Is(err, khaladb.ErrNameTaken) {
+		return User{}, &apiError{http.StatusConflict, codeNameTaken, fmt.Sprintf("person %q already exists; remove them first to issue a new token", name)}
+	}
+	return User{Name: name, Token: tok, AddedAt: p.AddedAt}, err
+}
+
+// List returns the people by name.
+func (u Users) List(ctx context.Context) ([]User, error) {
+	ps, err := u.Store.People(ctx)
+	out := make([]User, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, User{Name: p.Name, AddedAt: p.AddedAt})
+	}
+	return out, err
+}
+
+// Remove deletes a person: their token stops working at once.
+func (u Users) Remove(ctx context.Context, name string) error {
+	err := u.Store.RemovePerson(ctx, name)
+	if errors.Is(err, khaladb.ErrNotFound) {
+		return notFound("no person %q", name)
+	}
+	return err
+}
+
+// UserRequest is one people-management request: Action add, list or remove.
+type UserRequest struct {
+	Action string `json:"action"`
+	Name   string `json:"name,omitempty"`
+}
+
+// do runs req against u.
+func (u Users) do(ctx context.Context, req UserRequest) ([]User, error) {
+	switch req.Action {
+	case "add":
+		p, err := u.Add(ctx, req.Name)
+		return []User{p}, err
+	case "list":
+		return u.List(ctx)
+	case "remove":
+		return nil, u.Remove(ctx, req.Name)
+	}
+	return nil, badRequest("action %q: want add, list or remove", req.Action)
+}
+
+// UsersAt runs req on the bbolt database db: directly when no server
+// holds it, else through the server's admin path. It reports which way
+// it went (ViaDatabase, ViaServer).
+func UsersAt(ctx context.Context, db string, req UserRequest) ([]User, string, error) {
+	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
+		return nil, "", fmt.Errorf("create the database's directory: %w", err)
+	}
+	st, err := khalabolt.Open(db, 200*time.Millisecond)
+	if err == nil {
+		defer st.Close()
+		out, err := Users{Store: st, Now: time.Now}.do(ctx, req)
+		return out, ViaDatabase, err
+	}
+	if !errors.Is(err, khaladb.ErrLocked) {
+		return nil, "", err
+	}
+	info, err := readAdminFile(AdminFile(db))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, "", fmt.Errorf("%s is held by another process but %s does not exist; is that process a nerve khala serve of this version?", db, AdminFile(db))
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	out, err := adminUsers(ctx, info, req)
+	return out, ViaServer, err
+}
+
+// UsersInPostgres runs req on the PostgreSQL database dsn.
+func UsersInPostgres(ctx context.Context, dsn string, req UserRequest) ([]User, error) {
+	p, err := khalapg.Open(ctx, khalapg.Options{DSN: dsn, PoolSize: 1})
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	return Users{Store: p, Now: time.Now}.do(ctx, req)
+}
+
+func adminUsers(ctx context.Context, info adminInfo, req UserRequest) ([]User, error) {
+	method, path, want := http.MethodGet, "/v1/admin/users", http.StatusOK
+	var body io.Reader
+	switch req.Action {
+	case "add":
+		data, _ := json.Marshal(map[string]string{"name": req.Name})
+		method, want, body = http.MethodPost, http.StatusCreated, bytes.NewReader(data)
+	case "remove":
+		method, path = http.MethodDelete, path+"/"+url.PathEscape(req.Name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	hr, err := http.NewRequestWithContext(ctx, method, info.URL+path, body)
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("Authorization", "Bearer "+info.Token)
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		return nil, fmt.Errorf("reach the khala server holding the database (pid %d) at %s: %w", info.PID, info.URL, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != want {
+		var eb errorBody
+		msg := resp.Status
+		if json.Unmarshal(data, &eb) == nil && eb.Error.Message != "" {
+			msg = eb.Error.Message
+		}
+		return nil, &apiError{resp.StatusCode, eb.Error.Code, msg}
+	}
+	switch req.Action {
+	case "remove":
+		return nil, nil
+	case "add":
+		var u User
+		err = json.Unmarshal(data, &u)
+		return []User{u}, err
+	}
+	var out []User
+	err = json.Unmarshal(data, &out)
+	return out, err
+}
+
+// IsRefusal reports whether err is the server's or the storage's refusal
+// of a request (a bad name, a name taken, no such person): the user's
+// mistake, not a failure.
+func IsRefusal(err error) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.status < 500
+}
+
+func (s *Server) users() Users { return Users{Store: s.store, Now: s.now} }
+
+func (s *Server) handleAdminAddUser(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := decodeJSON(r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	u, err := s.users().Add(r.Context(), req.Name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info("person added", "person", u.Name)
+	writeJSON(w, http.StatusCreated, u)
+}
+
+func (s *Server) handleAdminUsers(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
+	out, err := s.users().List(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleAdminRemoveUser(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
+	name := r.PathValue("name")
+	if err := s.users().Remove(r.Context(), name); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info("person removed", "person", name)
+	writeJSON(w, http.StatusOK, map[string]string{"name": name, "status": "removed"})
+}
