@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -136,4 +138,47 @@ func TestE2EBadCapsRefused(t *testing.T) {
 			t.Fatalf("daemon start with %q:\n%s", tc.yaml, d)
 		}
 	}
+}
+
+// The khala sense claims no turn for an adapter past its daily cap: a
+// cloud turn stays queued on the remote while daemon status says why,
+// until nerve.yaml raises the cap (a hot reload); then it is claimed and
+// answered.
+func TestE2ERemoteCapHoldsClaims(t *testing.T) {
+	k := startKhala(t)
+	a := agentEnv(t, k, k.enrollToken(t, 1), "capped-agent", "echo answered\n", "", 1)
+	cfg, err := os.ReadFile(filepath.Join(a.home, "nerve.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uncapped := "fake: {type: exec, command: [" + a.home + "/agent.sh], timeout: 60s}"
+	if !strings.Contains(string(cfg), uncapped) {
+		t.Fatalf("nerve.yaml after init:\n%s", cfg)
+	}
+	capped := strings.Replace(string(cfg), uncapped, "fake: {type: exec, command: ["+a.home+"/agent.sh], timeout: 60s, daily_tokens: 0}", 1)
+	a.write("nerve.yaml", capped)
+	a.write("one.yaml", "workflow: one\nmoderator: 'last = null ? {\"role\": \"w\"} : {\"done\": true, \"result\": last.content}'\nroles:\n  w: {adapter: x, prompt: p}\n")
+	a.must(0, "workflow", "push", filepath.Join(a.home, "one.yaml"), "origin")
+	a.must(0, "daemon", "start")
+	ref := strings.TrimSpace(a.must(0, "workflow", "run", "origin/one", "--detach").stdout)
+	waitFor(t, "the sense to hold its claims", func() bool {
+		return strings.Contains(a.must(0, "daemon", "status").stdout,
+			"queue (khala, holding claims: budget: adapter fake reached its daily cap (0 tokens spent of 0 today, UTC)")
+	})
+	logs := a.must(0, "workflow", "logs", ref, "--json")
+	if strings.TrimSpace(logs.stdout) != "" {
+		t.Fatalf("a turn was answered while the cap held: %s", logs)
+	}
+	if st := a.must(0, "workflow", "logs", "origin/one", "--json"); !strings.Contains(st.stdout, `"status":"running"`) {
+		t.Fatalf("threads: %s", st)
+	}
+
+	a.write("nerve.yaml", string(cfg)) // the cap lifted
+	res := a.must(0, "workflow", "logs", ref, "-f", "--json")
+	if !strings.Contains(res.stdout, `"content":"answered"`) {
+		t.Fatalf("after the cap was lifted: %s", res)
+	}
+	waitFor(t, "the sense to claim again", func() bool {
+		return strings.Contains(a.must(0, "daemon", "status").stdout, "queue (khala, polling)")
+	})
 }
