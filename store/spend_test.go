@@ -59,3 +59,37 @@ func TestSpendChargedWithTheAnswer(t *testing.T) {
 		t.Fatalf("2026-11-26: %+v, want claude %+v", next, want)
 	}
 }
+
+// BenchmarkCommitCharge is a turn's commit with and without an answer to
+// charge: what keeping the daily spend adds to the write a turn makes
+// anyway.
+func BenchmarkCommitCharge(b *testing.B) {
+	for _, charged := range []bool{false, true} {
+		name := "uncharged"
+		if charged {
+			name = "charged"
+		}
+		b.Run(name, func(b *testing.B) {
+			st, err := Open(filepath.Join(b.TempDir(), "nerve.db"), time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			th := &workflow.Thread{Workflow: "w", Status: workflow.StatusRunning}
+			if err := st.CreateThread(th); err != nil {
+				b.Fatal(err)
+			}
+			u := &usage.Usage{CostUSD: 0.01, InputTokens: 100, OutputTokens: 10, DurationMS: 5}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				m := workflow.Message{Step: i + 1, Role: "w", Adapter: "claude", Content: "ok", At: time.Now(), Usage: u}
+				if !charged {
+					m.Adapter = ""
+				}
+				if err := st.Commit(workflow.Update{Thread: th, Messages: []workflow.Message{m}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
