@@ -21,6 +21,9 @@ type Options struct {
 	Auth Authenticator
 	// Title names what the console shows ("Khala", "laptop-1").
 	Title string
+	// Recheck runs on every signed-in request; nil: a session lasts until
+	// it expires or its person signs out.
+	Recheck Recheck
 	// SignInHelp is shown on the sign-in page: where a token comes from.
 	SignInHelp string
 	// SessionTTL is how long a sign-in lasts. Default 12h.
@@ -129,6 +132,16 @@ func (c *Console) signedIn(h func(w http.ResponseWriter, r *http.Request, u user
 			}
 			http.Error(w, "sign in first", http.StatusUnauthorized)
 			return
+		}
+		if c.opts.Recheck != nil {
+			if err := c.opts.Recheck(r.Context(), se.person, se.since); errors.Is(err, ErrSessionEnded) {
+				c.endSession(w, r, se, err)
+				return
+			} else if err != nil {
+				c.log.Error("console session check failed", "person", se.person, "err", err)
+				http.Error(w, "could not check your session; retry shortly", http.StatusServiceUnavailable)
+				return
+			}
 		}
 		u := user{Person: se.person, CSRF: se.csrf}
 		if r.Method == http.MethodPost {

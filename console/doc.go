@@ -14,7 +14,10 @@
 // Sign-in takes a person's token (checked by the Authenticator the host
 // gives) and sets an HttpOnly, SameSite=Strict session cookie with an
 // expiry (Secure when the request came over TLS); the token is never put
-// in a URL, a page or a log. Every form carries a CSRF token and every
+// in a URL, a page or a log. Options.Recheck runs on every signed-in
+// request, so a session whose person was removed ends at once. Answers
+// to human turns go through Source.Answer, which applies the host's own
+// checks (who may answer, the role's meta schema). Every form carries a CSRF token and every
 // POST must come from the console's own origin. Pages are escaped by
 // html/template and served with a Content-Security-Policy that allows
 // only the console's own files: no inline script or style.

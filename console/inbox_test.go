@@ -13,10 +13,10 @@ import (
 	"github.com/nerve-agents/nerve/workflow"
 )
 
-// inboxOnly answers the inbox the way a Source with human turns will
-// (issue 16 brings Khala's); everything else is not there. It lets the
-// form be tested before a real Source has an inbox: the rest of the
-// console is tested against Khala (khala/console_test.go) and the daemon
+// inboxOnly answers the inbox and nothing else: the form's own behaviour
+// (escaping, the field error, CSRF) and pages whose feature a source
+// lacks. The real sources' inboxes are tested against Khala
+// (khala/console_people_test.go, in a browser too) and the daemon
 // (cmd/nerve/console_e2e_test.go).
 type inboxOnly struct {
 	answered []AnswerForm

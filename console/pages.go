@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -79,9 +80,20 @@ type threadData struct {
 	// Changed sums what the turns committed; Commits counts them.
 	Changed workflow.Changes
 	Commits int
+	// ChildCounts are the children by status, in Statuses' order.
+	ChildCounts []statusCount
+	// ParentID links to the parent when it is on this server.
+	ParentID string
+	// Form is an answer to one of Waiting that failed.
+	inboxData
 }
 
-func (c *Console) threadPage(r *http.Request, _ user) (view, error) {
+type statusCount struct {
+	Status string
+	N      int
+}
+
+func (c *Console) threadPage(r *http.Request, u user) (view, error) {
 	id := r.PathValue("id")
 	if !workflow.IsThreadID(id) {
 		return view{}, fmt.Errorf("%w: %q is not a thread id (thread-N)", errBadRequest, id)
@@ -91,6 +103,21 @@ func (c *Console) threadPage(r *http.Request, _ user) (view, error) {
 		return view{}, err
 	}
 	d := threadData{ThreadDetail: t, Live: !t.Thread.Ended(), ChildrenUnknown: t.Children == nil}
+	d.Person = u.Person
+	for _, st := range Statuses {
+		n := 0
+		for _, ch := range t.Children {
+			if ch.Status == st {
+				n++
+			}
+		}
+		if n > 0 {
+			d.ChildCounts = append(d.ChildCounts, statusCount{st, n})
+		}
+	}
+	if p := t.Thread.Parent; p != nil && !strings.Contains(p.Ref, "/") {
+		d.ParentID = p.Thread
+	}
 	for _, m := range t.Messages {
 		if m.Changes != nil {
 			d.Changed.Files += m.Changes.Files
@@ -112,7 +139,8 @@ func (c *Console) threadPage(r *http.Request, _ user) (view, error) {
 
 // inboxData is the inbox's.
 type inboxData struct {
-	Items []InboxItem
+	Person string
+	Items  []InboxItem
 	// Form is an answer that failed, shown again with its error.
 	Form  AnswerForm
 	Field string
@@ -122,7 +150,7 @@ type inboxData struct {
 
 func (c *Console) inboxPage(r *http.Request, u user) (view, error) {
 	items, err := c.src.Inbox(r.Context(), u.Person)
-	d := inboxData{Items: items, Done: r.URL.Query().Get("answered")}
+	d := inboxData{Person: u.Person, Items: items, Done: r.URL.Query().Get("answered")}
 	return view{name: "inbox", title: "Inbox", nav: "inbox", data: d}, err
 }
 
@@ -138,13 +166,22 @@ func (c *Console) handleAnswer(w http.ResponseWriter, r *http.Request, u user) {
 		err = c.src.Answer(r.Context(), u.Person, a)
 	}
 	if err == nil {
+		if r.PostFormValue("from") == "thread" {
+			http.Redirect(w, r, "/threads/"+url.PathEscape(a.Thread), http.StatusSeeOther)
+			return
+		}
 		http.Redirect(w, r, "/inbox?answered="+url.QueryEscape(a.Thread), http.StatusSeeOther)
 		return
 	}
 	items, ierr := c.src.Inbox(r.Context(), u.Person)
-	d := inboxData{Items: items, Form: a, Error: err.Error()}
+	d := inboxData{Person: u.Person, Items: items, Form: a, Error: err.Error()}
 	if fe, ok := err.(*FieldError); ok {
 		d.Field, d.Error = fe.Field, fe.Message
+	}
+	if !slices.ContainsFunc(items, func(i InboxItem) bool { return i.Thread == a.Thread && i.Step == a.Step }) {
+		// The turn is gone from the inbox (answered, ended): the error
+		// goes above the list, there is no form to put it beside.
+		d.Field = "thread"
 	}
 	status := http.StatusBadRequest
 	if ierr != nil {

@@ -17,6 +17,15 @@ import (
 // unknown token and for any token that is not a person's.
 type Authenticator func(ctx context.Context, token string) (person string, err error)
 
+// Recheck says whether person, signed in at since, may still use the
+// console: nil, an error wrapping ErrSessionEnded saying why not (a
+// removed person's session ends at once), or another error when it cannot
+// tell (the page fails; the session stays).
+type Recheck func(ctx context.Context, person string, since time.Time) error
+
+// ErrSessionEnded is a session its person may no longer use.
+var ErrSessionEnded = errors.New("signed out")
+
 // Cookie names.
 const (
 	sessionCookie = "nerve_session"
@@ -28,6 +37,7 @@ const (
 type session struct {
 	person  string
 	csrf    string
+	since   time.Time // signed in
 	expires time.Time
 }
 
@@ -60,7 +70,7 @@ func (s *sessions) create(person string) (id string, se *session) {
 		}
 	}
 	id = randomToken()
-	se = &session{person: person, csrf: randomToken(), expires: now.Add(s.ttl)}
+	se = &session{person: person, csrf: randomToken(), since: now, expires: now.Add(s.ttl)}
 	s.m[id] = se
 	return id, se
 }

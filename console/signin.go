@@ -97,3 +97,19 @@ func (c *Console) handleSignOut(w http.ResponseWriter, r *http.Request) {
 	c.log.Info("console sign-out", "person", se.person)
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
+
+// endSession ends the request's session, which its person may no longer
+// use, and says why on the sign-in page (or in a 401 to a stream).
+func (c *Console) endSession(w http.ResponseWriter, r *http.Request, se *session, why error) {
+	if id, _ := c.session(r); id != "" {
+		c.sessions.end(id)
+	}
+	setCookie(w, r, sessionCookie, "", time.Time{})
+	c.log.Info("console session ended", "person", se.person, "reason", why.Error())
+	msg := why.Error()
+	if r.Method != http.MethodGet || strings.HasSuffix(r.URL.Path, "/live") {
+		http.Error(w, msg, http.StatusUnauthorized)
+		return
+	}
+	c.signInForm(w, r, http.StatusUnauthorized, msg)
+}

@@ -2,8 +2,10 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nerve-agents/nerve/internal/usage"
@@ -64,7 +66,9 @@ type ThreadFilter struct {
 	PerPage  int
 }
 
-// Counts are threads by status. Waiting is -1 when the source cannot tell.
+// Counts are threads by status. Waiting threads (a human turn waits for a
+// person) are running ones too, counted in both. Waiting is -1 when the
+// source cannot tell.
 type Counts struct {
 	Running, Waiting, Completed, Failed, Cancelled int
 }
@@ -80,6 +84,7 @@ type ThreadPage struct {
 // ThreadSummary is a row of the list.
 type ThreadSummary struct {
 	ID, Workflow, Status, Error string
+	Ref                         string // a child's full ref, as its parent records it
 	Step                        int
 	CreatedAt, UpdatedAt        time.Time
 }
@@ -91,8 +96,11 @@ type ThreadDetail struct {
 	Events   []workflow.Event
 	Turns    []QueuedTurn // open ones
 	// Children are threads this one started; nil when the source has no
-	// notion of them yet (the page says so).
+	// notion of them yet (the page says so). A child on another server
+	// has an empty ID and its Ref.
 	Children []ThreadSummary
+	// Waiting are its human turns waiting for a person.
+	Waiting []InboxItem
 }
 
 // Workflow is a definition as its page shows it.
@@ -145,10 +153,28 @@ type UsageRow struct {
 
 // InboxItem is a human turn waiting for an answer.
 type InboxItem struct {
-	Thread, Workflow, Role, Instruction string
-	Step                                int
-	Meta                                string // the role's meta schema as JSON
-	Since                               time.Time
+	Thread, Workflow, Role, Prompt, Instruction string
+	Step                                        int
+	Meta                                        string // the role's meta schema as JSON
+	// AnsweredBy are the people who may answer; empty: any person.
+	AnsweredBy []string
+	Since      time.Time
+}
+
+// MayAnswer says whether person may answer the turn.
+func (i InboxItem) MayAnswer(person string) bool {
+	return len(i.AnsweredBy) == 0 || slices.Contains(i.AnsweredBy, person)
+}
+
+// NewInboxItem is a waiting turn as the console shows it.
+func NewInboxItem(w workflow.Waiting) InboxItem {
+	it := InboxItem{Thread: w.Thread, Workflow: w.Workflow, Role: w.Role, Prompt: w.Prompt, Instruction: w.Instruction,
+		Step: w.Step, AnsweredBy: w.AnsweredBy, Since: w.Since}
+	if w.Meta != nil {
+		b, _ := json.MarshalIndent(w.Meta, "", "  ")
+		it.Meta = string(b)
+	}
+	return it
 }
 
 // AnswerForm is a person's answer to a human turn.

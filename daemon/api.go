@@ -132,6 +132,9 @@ type apiError struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 		Hint    string `json:"hint,omitempty"`
+		// Field names the input a bad answer got wrong ("meta",
+		// "content"), for a form to show the error beside it.
+		Field string `json:"field,omitempty"`
 	} `json:"error"`
 }
 

@@ -55,7 +55,9 @@ type APIError struct {
 	Status  int
 	Code    string
 	Message string
-	hint    string
+	// Field is the input a bad answer got wrong, "" for none.
+	Field string
+	hint  string
 }
 
 func (e *APIError) Error() string { return e.Message }
@@ -123,7 +125,7 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (*http
 		if json.Unmarshal(raw, &e) != nil || e.Error.Message == "" {
 			return nil, &APIError{Status: resp.StatusCode, Code: codeInternal, Message: fmt.Sprintf("daemon answered %s", resp.Status)}
 		}
-		return nil, &APIError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message, hint: e.Error.Hint}
+		return nil, &APIError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message, Field: e.Error.Field, hint: e.Error.Hint}
 	}
 	return resp, nil
 }

@@ -71,10 +71,16 @@ func (d *Daemon) handleAnswer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := def.CheckAnswer(turn.Role, req.Content, req.Meta); err != nil {
-		writeError(w, http.StatusBadRequest, codeUsage, err.Error(), "")
+		var e apiError
+		e.Error.Code, e.Error.Message = codeUsage, err.Error()
+		var ae *workflow.AnswerError
+		if errors.As(err, &ae) {
+			e.Error.Field = ae.Field
+		}
+		writeJSON(w, http.StatusBadRequest, e)
 		return
 	}
-	m := workflow.Message{Step: turn.Step, Role: turn.Role, Instruction: turn.Instruction, Agent: personName(),
+	m := workflow.Message{Step: turn.Step, Role: turn.Role, Instruction: turn.Instruction, Agent: PersonName(),
 		Content: req.Content, Meta: req.Meta, At: time.Now().UTC()}
 	if err := d.store.RecordAnswer(t.ID, m); err != nil {
 		var ac *store.AnswerConflict
@@ -121,8 +127,8 @@ func (d *Daemon) waitingTurn(t *workflow.Thread, def *workflow.Definition, step 
 	return workflow.Turn{}, usage(fmt.Sprintf("%d turns of %s wait for a person: steps %s", len(open), t.ID, strings.Join(steps, ", ")), "name one with --step N")
 }
 
-// personName is who answers through this daemon: its user.
-func personName() string {
+// PersonName is who answers through this daemon: its user.
+func PersonName() string {
 	if u, err := user.Current(); err == nil && u.Username != "" {
 		return u.Username
 	}

@@ -2,16 +2,18 @@ package khala
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/nerve-agents/nerve/console"
+	"github.com/nerve-agents/nerve/khala/khaladb"
 )
 
 // PersonAuth checks a person's token for the web console and returns the
 // person's name. Agents', enrollment and admin tokens never reach it:
-// they are refused first.
+// they are refused first. The server's own is PersonByToken.
 type PersonAuth func(ctx context.Context, token string) (person string, err error)
 
 // consoleSignInHelp tells a person where a console token comes from.
@@ -23,6 +25,7 @@ func (s *Server) consoleHandler(auth PersonAuth) http.Handler {
 	c := console.New(console.Options{
 		Source:     &consoleSource{s: s},
 		Auth:       personOnly(auth),
+		Recheck:    s.recheck,
 		Title:      "Khala",
 		SignInHelp: consoleSignInHelp,
 		Logger:     s.log,
@@ -49,6 +52,10 @@ func personOnly(auth PersonAuth) console.Authenticator {
 		if auth == nil {
 			return "", fmt.Errorf("this server has no people's tokens yet ('nerve khala user add NAME')")
 		}
-		return auth(ctx, tok)
+		p, err := auth(ctx, tok)
+		if errors.Is(err, khaladb.ErrUnauthorized) {
+			return "", fmt.Errorf("unknown person token: check it, or ask an operator for a new one ('nerve khala user add NAME')")
+		}
+		return p, err
 	}
 }

@@ -193,7 +193,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	t.Run("other pages", func(t *testing.T) {
 		for _, p := range []struct{ name, path, want string }{
-			{"inbox", "/inbox", "issue 16"}, {"workflows", "/workflows", "pair"}, {"workflow", "/workflows/pair", "moderator"},
+			{"inbox", "/inbox", "Nothing waits for you"}, {"workflows", "/workflows", "pair"}, {"workflow", "/workflows/pair", "moderator"},
 			{"agents", "/agents", "worker-1"}, {"queue", "/queue", id}, {"usage", "/usage", "pair"},
 		} {
 			run(t, ctx, p.name, chromedp.Navigate(ts.URL+p.path))

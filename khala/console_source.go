@@ -39,10 +39,16 @@ func (c *consoleSource) Threads(ctx context.Context, f console.ThreadFilter) (*c
 		return nil, err
 	}
 	out := &console.ThreadPage{Counts: counts}
-	if f.Status == "waiting" { // no human turns on this server yet
-		return out, nil
+	waiting, err := c.waitingThreads(ctx)
+	if err != nil {
+		return nil, err
 	}
-	ts, err := c.s.store.Threads(ctx, khaladb.ThreadQuery{Workflow: f.Workflow, Status: f.Status, Limit: f.Page*f.PerPage + 1})
+	var ts []khaladb.Thread
+	if f.Status == "waiting" {
+		ts, err = c.threadsWaiting(ctx, waiting, f)
+	} else {
+		ts, err = c.s.store.Threads(ctx, khaladb.ThreadQuery{Workflow: f.Workflow, Status: f.Status, Limit: f.Page*f.PerPage + 1})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +58,11 @@ func (c *consoleSource) Threads(ctx context.Context, f console.ThreadFilter) (*c
 		ts, out.More = ts[:f.PerPage], true
 	}
 	for _, t := range ts {
-		out.Threads = append(out.Threads, console.ThreadSummary{ID: t.ID, Workflow: t.Workflow, Status: t.Status,
+		st := t.Status
+		if st == workflow.StatusRunning && waiting[t.ID] {
+			st = "waiting"
+		}
+		out.Threads = append(out.Threads, console.ThreadSummary{ID: t.ID, Workflow: t.Workflow, Status: st,
 			Error: t.Error, Step: t.Step, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt})
 	}
 	return out, nil
@@ -89,11 +99,18 @@ func (c *consoleSource) recount(ctx context.Context) (console.Counts, error) {
 	if err != nil {
 		return console.Counts{}, err
 	}
-	n := console.Counts{Waiting: -1}
+	waiting, err := c.waitingThreads(ctx)
+	if err != nil {
+		return console.Counts{}, err
+	}
+	var n console.Counts
 	for _, t := range ts {
 		switch t.Status {
 		case workflow.StatusRunning:
 			n.Running++
+			if waiting[t.ID] {
+				n.Waiting++
+			}
 		case workflow.StatusCompleted:
 			n.Completed++
 		case workflow.StatusFailed:
@@ -122,8 +139,18 @@ func (c *consoleSource) Thread(ctx context.Context, id string) (*console.ThreadD
 	if err != nil {
 		return nil, err
 	}
-	d := &console.ThreadDetail{Thread: v.Thread.Thread, Messages: v.Messages, Events: evs}
-	d.Thread.Source = nil
+	tj, err := c.s.threadDetail(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	links, err := c.s.childLinks(ctx, v.Thread.Children)
+	if err != nil {
+		return nil, err
+	}
+	d := &console.ThreadDetail{Thread: *tj.Thread, Messages: v.Messages, Events: evs, Children: consoleChildren(links)}
+	for _, w := range tj.Waiting {
+		d.Waiting = append(d.Waiting, console.NewInboxItem(w))
+	}
 	for _, t := range v.Turns {
 		d.Turns = append(d.Turns, queuedTurn(t))
 	}
@@ -319,12 +346,4 @@ func (c *consoleSource) Usage(ctx context.Context) (*console.UsageReport, error)
 		return nil, err
 	}
 	return sum.Report(fmt.Sprintf("Per-turn usage of the newest %d threads.", usageThreads)), nil
-}
-
-func (c *consoleSource) Inbox(context.Context, string) ([]console.InboxItem, error) {
-	return nil, console.ErrNotAvailable
-}
-
-func (c *consoleSource) Answer(context.Context, string, console.AnswerForm) error {
-	return console.ErrNotAvailable
 }

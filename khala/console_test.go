@@ -2,7 +2,7 @@ package khala
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"html"
 	"io"
 	"net/http"
@@ -11,19 +11,20 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
 )
 
-// testPerson is the person token the console tests sign in with; people's
-// tokens come from `nerve khala user add`, which this server checks
-// through Options.PersonAuth.
+// testPerson is the token of the person ada whom withPerson adds to the
+// server's store, as `nerve khala user add ada` would with a token of its
+// own; the console checks it with the server's own PersonByToken.
 const testPerson = "khala_person_test-token-for-the-console"
 
 func withPerson(o *Options) {
-	o.PersonAuth = func(_ context.Context, tok string) (string, error) {
-		if tok == testPerson {
-			return "ada", nil
-		}
-		return "", errors.New("unknown person token")
+	p := khaladb.Person{Name: "ada", Token: hashToken(testPerson), AddedAt: time.Now().UTC()}
+	if err := o.Store.AddPerson(context.Background(), p); err != nil {
+		panic(fmt.Sprintf("add person ada: %v", err))
 	}
 }
 

@@ -139,9 +139,12 @@
 //
 // Every path outside /v1/ and /metrics is the web console (package
 // console, mounted in console.go), which reads the storage through the
-// same interface as the handlers. People sign in with a token that
-// Options.PersonAuth accepts; agents', enrollment and admin tokens are
-// refused before it is asked.
+// same interface as the handlers. People sign in with their token (`nerve
+// khala user add`; Options.PersonAuth, by default PersonByToken); agents',
+// enrollment and admin tokens are refused before it is asked. Every
+// signed-in request checks the person is still there (recheck), so a
+// removed person's session ends at once. The inbox and its answer form go
+// through the API's own inbox and answer paths (Server.inbox, answer).
 //
 // # Storage
 //

@@ -78,7 +78,12 @@ func answerHuman(ctx context.Context, defs *defCache, v *khaladb.ThreadView, tur
 		return nil, forbidden("%s may not answer turn %s: role %s is answered by %s", person, t.ID, t.Role, workflow.WhoAnswers(who))
 	}
 	if err := def.CheckAnswer(t.Role, a.Content, a.Meta); err != nil {
-		return nil, &apiError{http.StatusBadRequest, codeBadAnswer, err.Error()}
+		ie := &invalidAnswer{apiError: &apiError{http.StatusBadRequest, codeBadAnswer, err.Error()}}
+		var ae *workflow.AnswerError
+		if errors.As(err, &ae) {
+			ie.field = ae.Field
+		}
+		return nil, ie
 	}
 	m := workflow.Message{Agent: person, Content: a.Content, Meta: a.Meta}
 	ev := workflow.Event{At: now, Type: workflow.EventTurnAnswered, Thread: th.ID, Step: t.Step, Role: t.Role, Agent: person,
@@ -109,29 +114,48 @@ func (s *Server) handleAnswer(w http.ResponseWriter, r *http.Request, a khaladb.
 			return
 		}
 	}
+	c, now, err := s.answer(r.Context(), id, turn, a.Name, ans)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, responseJSON{Turn: turn, Thread: id, Status: c.Thread.Status, Agent: a.Name, At: now})
+}
+
+// invalidAnswer is an answer that does not fit its role: the API's 400
+// invalid_answer, with the field it got wrong for the console's form.
+type invalidAnswer struct {
+	*apiError
+	field string
+}
+
+func (e *invalidAnswer) Unwrap() error { return e.apiError }
+
+// answer records person's answer to turn of thread id: the one path of the
+// answer endpoint and the console's form.
+func (s *Server) answer(ctx context.Context, id, turn, person string, ans workflow.Answer) (*khaladb.ThreadChange, time.Time, error) {
 	var (
 		c   *khaladb.ThreadChange
 		now time.Time
 	)
-	err := s.updateRouted(r.Context(), id, func(v *khaladb.ThreadView, rt routing) (*khaladb.ThreadChange, error) {
+	err := s.updateRouted(ctx, id, func(v *khaladb.ThreadView, rt routing) (*khaladb.ThreadChange, error) {
 		now = s.now()
 		var err error
-		c, err = answerHuman(r.Context(), s.defs, v, turn, a.Name, ans, rt, now)
+		c, err = answerHuman(ctx, s.defs, v, turn, person, ans, rt, now)
 		return c, err
 	})
 	if errors.Is(err, errTurnClosed) {
-		err = s.closedHumanTurn(r.Context(), turn)
+		err = s.closedHumanTurn(ctx, turn)
 	}
 	if errors.Is(err, khaladb.ErrNotFound) {
 		err = notFound("unknown thread %q", id)
 	}
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return nil, now, err
 	}
 	s.changed(c)
-	s.log.Info("turn answered by a person", "turn", turn, "person", a.Name)
-	writeJSON(w, http.StatusOK, responseJSON{Turn: turn, Thread: id, Status: c.Thread.Status, Agent: a.Name, At: now})
+	s.log.Info("turn answered by a person", "turn", turn, "person", person)
+	return c, now, nil
 }
 
 // closedHumanTurn says why a turn of a running thread takes no answer.
@@ -162,33 +186,40 @@ func waitingOf(def *workflow.Definition, th *khaladb.Thread, t khaladb.Turn) wor
 }
 
 func (s *Server) handleInbox(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
-	turns, err := s.store.WaitingTurns(r.Context())
+	out, err := s.inbox(r.Context(), a.Name)
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// inbox lists the human turns waiting that person may answer.
+func (s *Server) inbox(ctx context.Context, person string) ([]workflow.Waiting, error) {
+	turns, err := s.store.WaitingTurns(ctx)
+	if err != nil {
+		return nil, err
 	}
 	out := []workflow.Waiting{}
 	threads := map[string]*khaladb.ThreadView{}
 	for _, t := range turns {
 		v := threads[t.Thread]
 		if v == nil {
-			if v, err = s.store.Thread(r.Context(), t.Thread); errors.Is(err, khaladb.ErrNotFound) {
+			if v, err = s.store.Thread(ctx, t.Thread); errors.Is(err, khaladb.ErrNotFound) {
 				continue
 			} else if err != nil {
-				s.fail(w, r, err)
-				return
+				return nil, err
 			}
 			threads[t.Thread] = v
 		}
-		def, err := s.defs.get(r.Context(), v.Thread.SourceHash)
+		def, err := s.defs.get(ctx, v.Thread.SourceHash)
 		if err != nil {
-			s.fail(w, r, err)
-			return
+			return nil, err
 		}
-		if who := def.Answerers(t.Role); v.Thread.Ended() || (len(who) > 0 && !slices.Contains(who, a.Name)) {
+		if who := def.Answerers(t.Role); v.Thread.Ended() || (len(who) > 0 && !slices.Contains(who, person)) {
 			continue
 		}
 		out = append(out, waitingOf(def, &v.Thread, t))
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }

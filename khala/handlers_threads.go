@@ -74,18 +74,9 @@ func newThreadJSON(t khaladb.Thread, turns []khaladb.Turn) threadJSON {
 // children's statuses as their own records have them.
 func (s *Server) threadDetail(ctx context.Context, v *khaladb.ThreadView) (threadJSON, error) {
 	th := v.Thread
-	th.Children = slices.Clone(th.Children)
-	for i, l := range th.Children {
-		if l.Status != workflow.StatusRunning {
-			continue
-		}
-		// The parent's copy lags when a delivery was missed; the
-		// sweeper catches up, the reader need not wait for it.
-		if cv, err := s.store.Thread(ctx, l.Thread); err == nil {
-			th.Children[i].Status = cv.Thread.Status
-		} else if !errors.Is(err, khaladb.ErrNotFound) {
-			return threadJSON{}, err
-		}
+	var err error
+	if th.Children, err = s.childLinks(ctx, th.Children); err != nil {
+		return threadJSON{}, err
 	}
 	out := newThreadJSON(th, v.Turns)
 	for _, t := range v.Turns {
@@ -99,6 +90,24 @@ func (s *Server) threadDetail(ctx context.Context, v *khaladb.ThreadView) (threa
 		out.Waiting = append(out.Waiting, waitingOf(def, &th, t))
 	}
 	return out, nil
+}
+
+// childLinks are a thread's child links with the children's statuses as
+// their own records have them: the parent's copy lags when a delivery was
+// missed; the sweeper catches up, the reader need not wait for it.
+func (s *Server) childLinks(ctx context.Context, links []khaladb.ChildLink) ([]khaladb.ChildLink, error) {
+	links = slices.Clone(links)
+	for i, l := range links {
+		if l.Status != workflow.StatusRunning {
+			continue
+		}
+		if cv, err := s.store.Thread(ctx, l.Thread); err == nil {
+			links[i].Status = cv.Thread.Status
+		} else if !errors.Is(err, khaladb.ErrNotFound) {
+			return nil, err
+		}
+	}
+	return links, nil
 }
 
 var statuses = []string{workflow.StatusRunning, workflow.StatusCompleted, workflow.StatusFailed, workflow.StatusCancelled}

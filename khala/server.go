@@ -50,7 +50,9 @@ type Options struct {
 	Now func() time.Time
 
 	// PersonAuth checks people's tokens at the web console's sign-in;
-	// nil: no one can sign in yet (console.go).
+	// nil: this server's people (PersonByToken, `nerve khala user add`).
+	// Another must answer names of the store's people: every console
+	// request checks its person is still there (recheck).
 	PersonAuth PersonAuth
 }
 
@@ -102,6 +104,9 @@ func New(o Options) *Server {
 	s := &Server{opts: o, store: o.Store, defs: newDefCache(o.Store), log: o.Logger, metrics: newMetrics(),
 		now: func() time.Time { return o.Now().UTC() }, closing: make(chan struct{})}
 	s.sweep = newSweeper(s)
+	if s.opts.PersonAuth == nil {
+		s.opts.PersonAuth = s.PersonByToken
+	}
 	return s
 }
 

@@ -76,7 +76,12 @@ func CheckDepth(parentDepth, max int) error {
 
 // AnswerError is a person's answer that does not fit the turn: its meta
 // does not match the role's schema, or it is empty. Nothing is recorded.
-type AnswerError struct{ Reason string }
+type AnswerError struct {
+	Reason string
+	// Field is what the answer got wrong, for a form to show it there:
+	// "meta", "content", or "" for neither.
+	Field string
+}
 
 func (e *AnswerError) Error() string { return e.Reason }
 
@@ -89,21 +94,21 @@ func (e *AnswerError) ExitCode() int { return 2 }
 func (d *Definition) CheckAnswer(role, content string, meta any) error {
 	r := d.Roles[role]
 	if r == nil {
-		return &AnswerError{fmt.Sprintf("workflow %s has no role %q", d.Name, role)}
+		return &AnswerError{Reason: fmt.Sprintf("workflow %s has no role %q", d.Name, role)}
 	}
 	if !r.Human {
-		return &AnswerError{fmt.Sprintf("role %q of %s is played by an agent, not a person", role, d.Name)}
+		return &AnswerError{Reason: fmt.Sprintf("role %q of %s is played by an agent, not a person", role, d.Name)}
 	}
 	if r.schema != nil {
 		if meta == nil {
-			return &AnswerError{fmt.Sprintf("role %q wants meta matching its schema: pass --meta JSON", role)}
+			return &AnswerError{Reason: fmt.Sprintf("role %q wants meta matching its schema: pass --meta JSON", role), Field: "meta"}
 		}
 		if err := validate(r.schema, numbersToFloat(meta)); err != nil {
-			return &AnswerError{"meta " + schemaNoise.ReplaceAllString(err.Error(), "")}
+			return &AnswerError{Reason: "meta " + schemaNoise.ReplaceAllString(err.Error(), ""), Field: "meta"}
 		}
 	}
 	if strings.TrimSpace(content) == "" && meta == nil {
-		return &AnswerError{"the answer is empty: give text, --file or --meta"}
+		return &AnswerError{Reason: "the answer is empty: give text, --file or --meta", Field: "content"}
 	}
 	return nil
 }

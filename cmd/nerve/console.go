@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nerve-agents/nerve/console"
+	"github.com/nerve-agents/nerve/daemon"
 )
 
 // consoleOptions are the inputs of `nerve console`.
@@ -25,7 +26,7 @@ func newCmdConsole(f *Factory, runF func(*consoleOptions) error) *cobra.Command 
 		Use:   "console",
 		Short: "Serve the web console of this machine's daemon on 127.0.0.1",
 		Long: `Serve the web console of the local daemon: threads, live thread pages, workflows, the running
-turns and usage. It listens on loopback only and prints a sign-in link that works once; the browser
+turns, usage and the inbox of human turns, answered through a form. It listens on loopback only and prints a sign-in link that works once; the browser
 that opens it is signed in with a session cookie. Ctrl-C stops it.`,
 		Example: `  nerve console
   nerve console --addr 127.0.0.1:8080`,
@@ -81,7 +82,7 @@ func consoleRun(ctx context.Context, f *Factory, opts *consoleOptions) error {
 		Logger:     slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	base := "http://" + ln.Addr().String()
-	fmt.Fprintf(f.IO.Out, "nerve console for %s: %s%s\n", cfg.Agent.Name, base, c.OneTimeSignIn("local"))
+	fmt.Fprintf(f.IO.Out, "nerve console for %s: %s%s\n", cfg.Agent.Name, base, c.OneTimeSignIn(daemon.PersonName()))
 	fmt.Fprintf(f.IO.ErrOut, "the link signs in one browser, once; Ctrl-C stops the console\n")
 	hs := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)

@@ -5,8 +5,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -99,7 +101,7 @@ func TestConsoleLocalDaemon(t *testing.T) {
 	}
 	for path, want := range map[string]string{
 		"/threads/" + id: "author", "/workflows": "quick", "/workflows/quick": "one example turn",
-		"/agents": "Capacity", "/queue": "Queue", "/usage": "quick", "/inbox": "issue 16",
+		"/agents": "Capacity", "/queue": "Queue", "/usage": "quick", "/inbox": "Nothing waits for you",
 	} {
 		resp, page := get(c, base+path)
 		if resp.StatusCode != 200 || !strings.Contains(page, want) {
@@ -123,5 +125,114 @@ func TestConsoleBadInput(t *testing.T) {
 	}
 	if e.daemonPID() != 0 {
 		t.Error("a refused console started the daemon")
+	}
+}
+
+// The local console's inbox answers through the daemon's answer endpoint
+// and its checks: a bad meta is shown beside its field and records
+// nothing, a good answer moves the thread on, a second one is refused.
+func TestConsoleLocalAnswer(t *testing.T) {
+	e := newEnv(t)
+	e.must(0, "workflow", "run", repoFile(t, "examples/release.yaml"), "--input", "version=1.2", "--detach")
+	waitInbox(t, e, 1)
+	link := startConsole(t, e)
+	base := link[:strings.Index(link, "/signin")]
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := c.Get(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if _, page := get(link); !strings.Contains(page, `<a href="/?status=waiting"><span class="status st-waiting">waiting</span> <b>1</b></a>`) {
+		t.Errorf("the list should count the waiting thread:\n%s", page)
+	}
+	_, page := get(base + "/inbox")
+	if !strings.Contains(page, "Approve the release notes of version 1.2") {
+		t.Fatalf("the inbox lacks the turn:\n%s", page)
+	}
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)[1]
+	answer := func(content, meta string) (int, string) {
+		t.Helper()
+		form := url.Values{"csrf": {csrf}, "thread": {"thread-1"}, "step": {"2"}, "content": {content}, "meta": {meta}}
+		req, _ := http.NewRequest("POST", base+"/inbox/answer", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", base)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for meta, says := range map[string]string{`{"approved": "yes"}`: "want boolean", `{nope`: "not JSON", ``: "this role wants meta"} {
+		status, page := answer("ship it", meta)
+		i := strings.Index(page, `id="meta-error"`)
+		if status != 400 || i < 0 || !strings.Contains(page[i:], says) {
+			t.Errorf("meta %q: %d, want %q beside the field:\n%s", meta, status, says, page)
+		}
+	}
+	if in := inboxOf(t, e); len(in.Waiting) != 1 {
+		t.Fatalf("a refused answer changed the inbox: %+v", in)
+	}
+	if status, page := answer("ship it", `{"approved": true}`); status != 200 || !strings.Contains(page, "Answered thread-1") {
+		t.Fatalf("a good answer: %d\n%s", status, page)
+	}
+	if r := e.must(0, "workflow", "logs", "release#thread-1", "-f"); !strings.Contains(r.stdout, "approver  answered by ") {
+		t.Fatalf("the thread did not move on:\n%s", r)
+	}
+	if _, page := get(base + "/threads/thread-1"); !strings.Contains(page, "ship it") || !strings.Contains(page, "st-completed") {
+		t.Errorf("the thread page after the answer:\n%s", page)
+	}
+	if status, page := answer("again", `{"approved": true}`); status != 400 || !strings.Contains(page, `id="answer-error"`) || !strings.Contains(page, "already ended") {
+		t.Errorf("answered twice: %d\n%s", status, page)
+	}
+}
+
+// `nerve khala serve` signs people in to its console with the token `nerve
+// khala user add` printed, and `user remove` ends their session at once.
+func TestConsoleKhalaPersonSession(t *testing.T) {
+	k := startKhala(t)
+	admin := newEnv(t)
+	token := strings.TrimSpace(admin.must(0, "khala", "user", "add", "alice", "--db", k.db).stdout)
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	send := func(req *http.Request) (int, string) {
+		t.Helper()
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	signIn := func(tok string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", k.url+"/signin", nil)
+		_, page := send(req)
+		csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)[1]
+		form := url.Values{"csrf": {csrf}, "token": {tok}}
+		req, _ = http.NewRequest("POST", k.url+"/signin", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", k.url)
+		return send(req)
+	}
+	if status, page := signIn(token + "x"); status != 401 || !strings.Contains(page, "unknown person token") {
+		t.Errorf("a wrong token: %d\n%s", status, page)
+	}
+	if status, page := signIn(token); status != 200 || !strings.Contains(page, "Sign out") || !strings.Contains(page, "alice") {
+		t.Fatalf("alice signs in: %d\n%s", status, page)
+	}
+	admin.must(0, "khala", "user", "remove", "alice", "--db", k.db)
+	req, _ := http.NewRequest("GET", k.url+"/inbox", nil)
+	if status, page := send(req); status != 401 || !strings.Contains(page, "alice was removed") {
+		t.Errorf("a removed person's session: %d\n%s", status, page)
 	}
 }

@@ -30,12 +30,21 @@ func (d *consoleDaemon) Threads(ctx context.Context, f console.ThreadFilter) (*c
 	if err != nil {
 		return nil, err
 	}
-	out := &console.ThreadPage{Counts: console.Counts{Waiting: -1}}
+	waiting, err := d.waitingThreads(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &console.ThreadPage{}
 	var match []*workflow.Thread
 	for _, t := range all {
+		status := t.Status
 		switch t.Status {
 		case workflow.StatusRunning:
 			out.Counts.Running++
+			if waiting[t.ID] {
+				out.Counts.Waiting++
+				status = "waiting"
+			}
 		case workflow.StatusCompleted:
 			out.Counts.Completed++
 		case workflow.StatusFailed:
@@ -43,7 +52,7 @@ func (d *consoleDaemon) Threads(ctx context.Context, f console.ThreadFilter) (*c
 		case workflow.StatusCancelled:
 			out.Counts.Cancelled++
 		}
-		if (f.Workflow == "" || t.Workflow == f.Workflow) && (f.Status == "" || t.Status == f.Status) {
+		if (f.Workflow == "" || t.Workflow == f.Workflow) && (f.Status == "" || t.Status == f.Status || status == f.Status) {
 			match = append(match, t)
 		}
 	}
@@ -53,7 +62,11 @@ func (d *consoleDaemon) Threads(ctx context.Context, f console.ThreadFilter) (*c
 		match, out.More = match[:f.PerPage], true
 	}
 	for _, t := range match {
-		out.Threads = append(out.Threads, console.ThreadSummary{ID: t.ID, Workflow: t.Workflow, Status: t.Status,
+		status := t.Status
+		if status == workflow.StatusRunning && waiting[t.ID] {
+			status = "waiting"
+		}
+		out.Threads = append(out.Threads, console.ThreadSummary{ID: t.ID, Workflow: t.Workflow, Status: status,
 			Error: t.Error, Step: t.Step, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt})
 	}
 	return out, nil
@@ -76,7 +89,10 @@ func (d *consoleDaemon) Thread(ctx context.Context, id string) (*console.ThreadD
 	if err != nil {
 		return nil, err
 	}
-	out := &console.ThreadDetail{Thread: *t, Messages: msgs, Events: evs}
+	out := &console.ThreadDetail{Thread: *t, Messages: msgs, Events: evs, Children: d.children(ctx, t.Children)}
+	for _, w := range t.Waiting {
+		out.Waiting = append(out.Waiting, console.NewInboxItem(w))
+	}
 	for _, p := range t.Pending {
 		out.Turns = append(out.Turns, console.QueuedTurn{Thread: id, Workflow: t.Workflow, Role: p.Role, Step: p.Step,
 			State: "running", Agent: d.agent, Attempt: 1, QueuedAt: t.UpdatedAt})
@@ -159,12 +175,4 @@ func (d *consoleDaemon) Usage(ctx context.Context) (*console.UsageReport, error)
 		}
 	}
 	return sum.Report(fmt.Sprintf("Per-turn usage of the newest %d local threads.", consoleUsageThreads)), nil
-}
-
-func (d *consoleDaemon) Inbox(context.Context, string) ([]console.InboxItem, error) {
-	return nil, console.ErrNotAvailable
-}
-
-func (d *consoleDaemon) Answer(context.Context, string, console.AnswerForm) error {
-	return console.ErrNotAvailable
 }
