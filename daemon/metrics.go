@@ -61,7 +61,7 @@ func (d *Daemon) writeMetrics(out io.Writer) {
 	}{
 		{"nerve_adapter_spent_usd", "Dollars the adapter's answers cost today (UTC), as its CLI reported them.",
 			func(a reflex.AdapterState) (float64, bool) { return a.Spent.USD, true }},
-		{"nerve_adapter_spent_tokens", "Input and output tokens of the adapter's answers today (UTC).",
+		{"nerve_adapter_spent_tokens", "Tokens (input, output, cache reads) of the adapter's answers today (UTC).",
 			func(a reflex.AdapterState) (float64, bool) { return float64(a.Spent.Tokens), true }},
 		{"nerve_adapter_daily_usd_cap", "The adapter's daily cap in dollars (adapters.NAME.daily_usd).",
 			func(a reflex.AdapterState) (float64, bool) { return deref(a.DailyUSD) }},

@@ -29,14 +29,14 @@ type Spend struct {
 }
 
 // SpendOf reads what one answer cost from the usage its CLI reported:
-// the dollars it gave (none: 0) and the tokens it read and wrote. Cache
-// reads are not counted: their price is a fraction of an input token's,
-// and CLIs disagree on whether input_tokens includes them.
+// the dollars it gave (none: 0) and every token it processed (input,
+// output and cache reads, as a thread's limits.max_tokens counts them).
+// It is the one place spend is read from a usage.
 func SpendOf(u *usage.Usage) Spend {
 	if u == nil {
 		return Spend{}
 	}
-	return Spend{USD: u.CostUSD, Tokens: u.InputTokens + u.OutputTokens, Turns: 1}
+	return Spend{USD: u.CostUSD, Tokens: u.InputTokens + u.OutputTokens + u.CachedTokens, Turns: 1}
 }
 
 // Spent returns what each adapter spent on day (DayFormat), by adapter.

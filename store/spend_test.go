@@ -48,7 +48,7 @@ func TestSpendChargedWithTheAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Spend{USD: 1.25, Tokens: 120, Turns: 1}); got["claude"] != want || len(got) != 2 {
+	if want := (Spend{USD: 1.25, Tokens: 5120, Turns: 1}); got["claude"] != want || len(got) != 2 {
 		t.Fatalf("2026-11-25: %+v, want claude %+v", got, want)
 	}
 	if want := (Spend{Tokens: 10, Turns: 1}); got["codex"] != want {
