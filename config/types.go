@@ -94,6 +94,10 @@ type Daemon struct {
 	StallAfter yamlfile.Duration `yaml:"stall_after" json:"stall_after"`
 	// MaxSpawnDepth bounds how deep child threads nest (0: the default, 3).
 	MaxSpawnDepth int `yaml:"max_spawn_depth" json:"max_spawn_depth"`
+	// MetricsAddr, when set, is a loopback host:port where the daemon
+	// serves Prometheus /metrics (spend, caps, pauses, turns); off by
+	// default.
+	MetricsAddr string `yaml:"metrics_addr" json:"metrics_addr,omitempty"`
 }
 
 // RemoteURL returns the URL of the named remote.

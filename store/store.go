@@ -52,7 +52,7 @@ func Open(path string, timeout time.Duration) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketThreads, bucketMessages, bucketEvents, bucketMeta, bucketAnswers, bucketChildren} {
+		for _, b := range [][]byte{bucketThreads, bucketMessages, bucketEvents, bucketMeta, bucketAnswers, bucketChildren, bucketSpend} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -151,6 +151,9 @@ func commitTx(tx *bolt.Tx, u workflow.Update) error {
 	if len(u.Messages) > 0 {
 		mb, err := tx.Bucket(bucketMessages).CreateBucketIfNotExists([]byte(t.ID))
 		if err != nil {
+			return err
+		}
+		if err := chargeNew(tx, mb, u.Messages); err != nil {
 			return err
 		}
 		ub := tx.Bucket(bucketUsage)
