@@ -116,6 +116,9 @@ func (s *Server) startChild(ctx context.Context, parent khaladb.Thread, t khalad
 		var err error
 		c, err = startThread(ctx, def, rec.SourceHash, t.Child, input, nil, "", parent.Initiator, p, parent.Depth+1, s.routing(ids), s.now())
 		if err == nil {
+			withPriority(c, parent.Priority) // a child runs as urgently as its parent
+		}
+		if err == nil {
 			err = s.store.CreateThread(ctx, c)
 		}
 		return err

@@ -21,6 +21,7 @@ import (
 type threadJSON struct {
 	*workflow.Thread
 	Initiator string     `json:"initiator,omitempty"`
+	Priority  int        `json:"priority"`
 	Turns     []turnJSON `json:"turns,omitempty"`
 }
 
@@ -47,6 +48,7 @@ type turnJSON struct {
 	Attempt      int       `json:"attempt"`
 	Agent        string    `json:"agent,omitempty"`
 	Child        string    `json:"child,omitempty"` // a child turn's thread
+	Priority     int       `json:"priority"`
 	QueuedAt     time.Time `json:"queued_at"`
 	LeaseExpires time.Time `json:"lease_expires_at,omitzero"`
 }
@@ -55,11 +57,11 @@ func newThreadJSON(t khaladb.Thread, turns []khaladb.Turn) threadJSON {
 	wt := t.Thread
 	wt.Source = nil
 	wt.Children = childrenOf(t.Children)
-	out := threadJSON{Thread: &wt, Initiator: t.Initiator}
+	out := threadJSON{Thread: &wt, Initiator: t.Initiator, Priority: t.Priority}
 	for _, tt := range turns {
 		if tt.Open() {
 			tj := turnJSON{Turn: tt.ID, Step: tt.Step, Role: tt.Role, State: tt.State,
-				Attempt: tt.Attempt, Agent: tt.Agent, Child: tt.Child, QueuedAt: tt.QueuedAt}
+				Attempt: tt.Attempt, Agent: tt.Agent, Child: tt.Child, Priority: tt.Priority, QueuedAt: tt.QueuedAt}
 			if tt.State == khaladb.TurnClaimed {
 				tj.LeaseExpires = tt.LeaseExpires
 			}

@@ -251,6 +251,9 @@ type startRequest struct {
 	// Parent makes the thread a child of a running thread (an agent
 	// inside a turn of it started this one).
 	Parent *api.StartParent `json:"parent"`
+	// Priority orders the thread's turns in the queue (api.MinPriority
+	// to api.MaxPriority; default 0).
+	Priority *int `json:"priority"`
 }
 
 // startResponse is 201's body: the thread's status after its first
@@ -292,6 +295,10 @@ func (s *Server) handleStartThread(w http.ResponseWriter, r *http.Request, a kha
 		s.fail(w, r, badRequest("parent.thread %q: want a thread id such as thread-7", req.Parent.Thread))
 		return
 	}
+	if err := api.CheckPriority(req.Priority); err != nil {
+		s.fail(w, r, badRequest("%v", err))
+		return
+	}
 	id, err := s.store.NextThreadID(r.Context())
 	if err == nil {
 		err = withBranch(ws, def, id)
@@ -311,6 +318,9 @@ func (s *Server) handleStartThread(w http.ResponseWriter, r *http.Request, a kha
 	err = s.routed(r.Context(), func(ids *reservedIDs) error {
 		var err error
 		c, err = startThread(r.Context(), def, rec.SourceHash, id, input, ws, req.Webhook, a.Name, parent, depth, s.routing(ids), s.now())
+		if err == nil && req.Priority != nil {
+			withPriority(c, *req.Priority)
+		}
 		if err == nil {
 			err = s.store.CreateThread(r.Context(), c)
 		}

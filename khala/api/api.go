@@ -91,6 +91,24 @@ type StartThread struct {
 	// Parent makes the new thread a child of a running thread of the same
 	// Khala: an agent inside a turn of Parent.Thread starts it.
 	Parent *StartParent `json:"parent,omitempty"`
+	// Priority orders the thread's turns in the queue: claims take
+	// higher priority first, then oldest first. nil: 0.
+	Priority *int `json:"priority,omitempty"`
+}
+
+// Priority bounds: a thread's priority is an integer from MinPriority to
+// MaxPriority; 0 is the default, a negative one is background work.
+const (
+	MinPriority = -100
+	MaxPriority = 100
+)
+
+// CheckPriority accepts no priority or one within the bounds.
+func CheckPriority(p *int) error {
+	if p != nil && (*p < MinPriority || *p > MaxPriority) {
+		return fmt.Errorf("priority %d: want an integer from %d to %d (default 0; higher is claimed first)", *p, MinPriority, MaxPriority)
+	}
+	return nil
 }
 
 // StartParent is a child thread's parent: its thread id, and the step

@@ -79,11 +79,16 @@ type Storage interface {
 	// Events returns up to limit events of a thread with Seq > after.
 	Events(ctx context.Context, thread string, after uint64, limit int) ([]workflow.Event, error)
 
-	// Claim leases up to q.Max queued turns to q.Agent, oldest first, and
-	// records a turn.started event for each.
+	// Claim leases up to q.Max queued turns to q.Agent, higher Priority
+	// first, then oldest first (FirstQueued), and records a turn.started
+	// event for each. Both orders are an index's: a claim never sorts the
+	// queue.
 	Claim(ctx context.Context, q ClaimQuery) ([]Turn, error)
-	// Heartbeat extends the lease of turn held under claim. A turn whose
-	// thread ended returns it with State cancelled and the lease
+	// Heartbeat makes the lease of turn held under claim run at least a
+	// lease past now, writing the expiry only when it would end sooner
+	// (HeartbeatExpiry, lease.go): at most one durable write per turn per
+	// lease period. It returns the turn with the stored expiry. A turn
+	// whose thread ended returns it with State cancelled and the lease
 	// unchanged. Errors: ErrNotFound, ErrClaimLost.
 	Heartbeat(ctx context.Context, turn, claim string, now time.Time) (Turn, error)
 	// Due returns turns whose lease expired or whose idle time passed by

@@ -57,6 +57,8 @@ type Thread struct {
 	SourceHash string `json:"source_hash"`
 	Webhook    string `json:"webhook,omitempty"`
 	Initiator  string `json:"initiator,omitempty"`
+	// Priority orders its turns in the queue (see Turn.Priority).
+	Priority int `json:"priority,omitempty"`
 	// Children are the child threads started from this one, in the
 	// order they were started (see ChildLink).
 	Children []ChildLink `json:"children,omitempty"`
@@ -104,7 +106,10 @@ type Turn struct {
 	Idle        time.Duration `json:"idle,omitempty"`
 	Claim       string        `json:"claim,omitempty"`
 	Agent       string        `json:"agent,omitempty"`
-	// FirstQueued orders the queue: a re-queued turn keeps its place.
+	// Priority is its thread's: claims take higher priority first.
+	Priority int `json:"priority,omitempty"`
+	// FirstQueued orders the queue within a priority: a re-queued turn
+	// keeps its place.
 	FirstQueued  time.Time `json:"first_queued"`
 	QueuedAt     time.Time `json:"queued_at"`
 	ClaimedAt    time.Time `json:"claimed_at,omitzero"`

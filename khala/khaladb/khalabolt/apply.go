@@ -265,7 +265,7 @@ func putTurn(tx *bolt.Tx, n uint64, step int, old *turnHead, h turnHead, body []
 func turnIndex(n uint64, step int, h turnHead) [][]byte {
 	switch h.State {
 	case khaladb.TurnQueued:
-		keys := [][]byte{ixKey(ixQueue, h.FirstQueued, n, step)}
+		keys := [][]byte{queueKey(h.Priority, h.FirstQueued, n, step)}
 		if !h.IdleAt.IsZero() {
 			keys = append(keys, ixKey(ixIdle, h.IdleAt, n, step))
 		}

@@ -31,6 +31,10 @@ type turnHead struct {
 	IdleAt       time.Time
 	Claim        string
 	Agent        string
+	// Priority is in the head, not the body, because the queue's index
+	// key holds it: the writer moves a turn's index entries from the head
+	// alone.
+	Priority int
 }
 
 // turnBody is the JSON of what a turn keeps from its queueing on.
@@ -47,7 +51,12 @@ type turnBody struct {
 	Child       string        `json:"child,omitempty"`
 }
 
-const turnFormat = 1
+// Turn head formats: 2 added the priority; a format 1 head (written
+// before priorities existed) reads as priority 0.
+const (
+	turnFormat1 = 1
+	turnFormat  = 2
+)
 
 var (
 	stateCodes = map[string]byte{khaladb.TurnQueued: 1, khaladb.TurnClaimed: 2, khaladb.TurnAnswered: 3, khaladb.TurnCancelled: 4,
@@ -60,7 +69,7 @@ var (
 
 func headOf(t *khaladb.Turn) turnHead {
 	return turnHead{Rev: t.Rev, State: t.State, Attempt: t.Attempt, Lease: t.Lease, FirstQueued: t.FirstQueued, QueuedAt: t.QueuedAt,
-		ClaimedAt: t.ClaimedAt, LeaseExpires: t.LeaseExpires, IdleAt: t.IdleAt, Claim: t.Claim, Agent: t.Agent}
+		ClaimedAt: t.ClaimedAt, LeaseExpires: t.LeaseExpires, IdleAt: t.IdleAt, Claim: t.Claim, Agent: t.Agent, Priority: t.Priority}
 }
 
 // encodeTurnBody is the JSON body of t; a closed turn drops its prompt,
@@ -83,6 +92,7 @@ func appendHead(dst []byte, h turnHead) []byte {
 	for _, t := range []time.Time{h.FirstQueued, h.QueuedAt, h.ClaimedAt, h.LeaseExpires, h.IdleAt} {
 		dst = binary.BigEndian.AppendUint64(dst, uint64(shared.Nanos(t)))
 	}
+	dst = binary.BigEndian.AppendUint32(dst, uint32(int32(h.Priority)))
 	dst = append(dst, byte(len(h.Claim)))
 	dst = append(dst, h.Claim...)
 	dst = append(dst, byte(len(h.Agent)))
@@ -91,17 +101,17 @@ func appendHead(dst []byte, h turnHead) []byte {
 
 // turnValue is a stored turn: head then body.
 func turnValue(h turnHead, body []byte) []byte {
-	return append(appendHead(make([]byte, 0, 64+len(h.Claim)+len(h.Agent)+len(body)), h), body...)
+	return append(appendHead(make([]byte, 0, 68+len(h.Claim)+len(h.Agent)+len(body)), h), body...)
 }
 
-// headSize is the fixed part of a head: format, state, rev, attempt,
-// lease, times.
+// headSize is the fixed part of a format 1 head: format, state, rev,
+// attempt, lease, times; format 2 adds the priority (4 bytes).
 const headSize = 2 + 8 + 4 + 8 + 5*8
 
 // splitTurn parses a stored turn's head; body aliases v.
 func splitTurn(v []byte) (turnHead, []byte, error) {
 	var h turnHead
-	if len(v) < headSize+2 || v[0] != turnFormat || int(v[1]) >= len(stateNames) {
+	if len(v) < headSize+2 || (v[0] != turnFormat && v[0] != turnFormat1) || int(v[1]) >= len(stateNames) {
 		return h, nil, errBadRecord
 	}
 	h.State = stateNames[v[1]]
@@ -113,6 +123,12 @@ func splitTurn(v []byte) (turnHead, []byte, error) {
 		*t = shared.FromNanos(int64(binary.BigEndian.Uint64(v[22+8*i:])))
 	}
 	rest := v[headSize:]
+	if v[0] == turnFormat {
+		if len(rest) < 4+2 {
+			return h, nil, errBadRecord
+		}
+		h.Priority, rest = int(int32(binary.BigEndian.Uint32(rest))), rest[4:]
+	}
 	for _, s := range []*string{&h.Claim, &h.Agent} {
 		if len(rest) < 1 || len(rest) < 1+int(rest[0]) {
 			return h, nil, errBadRecord
@@ -135,7 +151,7 @@ func decodeTurn(v []byte) (khaladb.Turn, error) {
 	return khaladb.Turn{ID: b.ID, Thread: b.Thread, Workflow: b.Workflow, Step: b.Step, Role: b.Role, Instruction: b.Instruction,
 		Prompt: b.Prompt, State: h.State, Attempt: h.Attempt, MaxAttempts: b.MaxAttempts, Lease: h.Lease, Idle: b.Idle,
 		Claim: h.Claim, Agent: h.Agent, FirstQueued: h.FirstQueued, QueuedAt: h.QueuedAt, ClaimedAt: h.ClaimedAt,
-		LeaseExpires: h.LeaseExpires, IdleAt: h.IdleAt, Rev: h.Rev, Child: b.Child}, nil
+		LeaseExpires: h.LeaseExpires, IdleAt: h.IdleAt, Rev: h.Rev, Child: b.Child, Priority: h.Priority}, nil
 }
 
 // threadValue is a stored thread: its version, then its JSON.

@@ -2,7 +2,6 @@ package khalabolt
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
@@ -31,7 +30,7 @@ func (b *Store) Claim(ctx context.Context, q khaladb.ClaimQuery) ([]khaladb.Turn
 		raws = raws[:0]
 		threads := tx.Bucket(bThreads)
 		for _, k := range matchQueue(tx, q, q.Max) {
-			_, n, step := ixParse(k)
+			n, step := queueParse(k)
 			raw := threads.Get(turnKey(n, step))
 			var h turnHead
 			var body []byte
@@ -87,7 +86,7 @@ func (b *Store) Claim(ctx context.Context, q khaladb.ClaimQuery) ([]khaladb.Turn
 }
 
 // matchQueue returns the queue keys of up to max turns that q accepts,
-// oldest first.
+// higher priority first, then oldest first: the keys' order.
 func matchQueue(tx *bolt.Tx, q khaladb.ClaimQuery, max int) [][]byte {
 	var keys [][]byte
 	c := tx.Bucket(bIndex).Cursor()
@@ -104,7 +103,9 @@ func matchQueue(tx *bolt.Tx, q khaladb.ClaimQuery, max int) [][]byte {
 	return keys
 }
 
-// Heartbeat implements Storage.
+// Heartbeat implements Storage. Most heartbeats only read (see
+// khaladb.HeartbeatExpiry); one that must move the stored expiry writes
+// it, checking again in the write transaction.
 func (b *Store) Heartbeat(ctx context.Context, turn, claim string, now time.Time) (khaladb.Turn, error) {
 	_, n, step, ok := khaladb.ParseTurnID(turn)
 	if !ok {
@@ -113,38 +114,59 @@ func (b *Store) Heartbeat(ctx context.Context, turn, claim string, now time.Time
 	var (
 		raw    []byte
 		result error
+		write  bool
 	)
-	err := b.update(func(tx *bolt.Tx) error {
-		result, raw = nil, nil
-		v := tx.Bucket(bThreads).Get(turnKey(n, step))
-		if v == nil {
-			result = khaladb.ErrNotFound
+	if err := b.view(ctx, func(tx *bolt.Tx) error {
+		raw, write, result = heartbeat(tx, n, step, claim, now, false)
+		return nil
+	}); err != nil {
+		return khaladb.Turn{}, err
+	}
+	if write {
+		err := b.update(func(tx *bolt.Tx) error {
+			raw, _, result = heartbeat(tx, n, step, claim, now, true)
 			return nil
+		})
+		if err != nil {
+			return khaladb.Turn{}, err
 		}
-		h, body, err := splitTurn(v)
-		switch {
-		case err != nil:
-			return err
-		case h.Claim != claim:
-			result = khaladb.ErrClaimLost
-			return nil
-		case h.State == khaladb.TurnCancelled:
-			raw = bytes.Clone(v) // the caller says cancel: true
-			return nil
-		case h.State != khaladb.TurnClaimed || now.After(h.LeaseExpires):
-			result = khaladb.ErrClaimLost
-			return nil
-		}
-		old := h
-		h.LeaseExpires = now.Add(h.Lease)
-		h.Rev++
-		raw = turnValue(h, body)
-		return putTurn(tx, n, step, &old, h, body, "", "")
-	})
-	if err != nil || result != nil {
-		return khaladb.Turn{}, cmp.Or(err, result)
+	}
+	if result != nil {
+		return khaladb.Turn{}, result
 	}
 	return decodeTurn(raw)
+}
+
+// heartbeat checks claim's hold on turn step of thread n at now, and
+// returns the turn and whether its expiry must be written; with write
+// (in a write transaction) it writes it.
+func heartbeat(tx *bolt.Tx, n uint64, step int, claim string, now time.Time, write bool) ([]byte, bool, error) {
+	v := tx.Bucket(bThreads).Get(turnKey(n, step))
+	if v == nil {
+		return nil, false, khaladb.ErrNotFound
+	}
+	h, body, err := splitTurn(v)
+	switch {
+	case err != nil:
+		return nil, false, err
+	case h.Claim != claim:
+		return nil, false, khaladb.ErrClaimLost
+	case h.State == khaladb.TurnCancelled:
+		return bytes.Clone(v), false, nil // the caller says cancel: true
+	case h.State != khaladb.TurnClaimed || now.After(h.LeaseExpires):
+		return nil, false, khaladb.ErrClaimLost
+	}
+	expires, must := khaladb.HeartbeatExpiry(h.LeaseExpires, now, h.Lease)
+	if !must || !write {
+		return bytes.Clone(v), must, nil
+	}
+	old := h
+	h.LeaseExpires = expires
+	h.Rev++
+	if err := putTurn(tx, n, step, &old, h, body, "", ""); err != nil {
+		return nil, false, err
+	}
+	return turnValue(h, body), false, nil
 }
 
 // Due implements Storage.

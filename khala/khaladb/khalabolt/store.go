@@ -51,13 +51,15 @@ const (
 	ixChild   byte = 'c' // 'c', next check, N, step -> nil: child turns
 	ixIdle    byte = 'i' // 'i', deadline, N, step -> nil
 	ixLease   byte = 'l' // 'l', expiry, N, step -> claim
-	ixQueue   byte = 'q' // 'q', first queued, N, step -> workflow \0 role
+	ixQueue   byte = 'q' // 'q', priority, first queued, N, step -> workflow \0 role (priority.go)
 	ixRunning byte = 'r' // 'r', N -> nil
 	ixWaiting byte = 'w' // 'w', first queued, N, step -> nil: human turns
 )
 
-// storeFormat is the layout of the records below and in codec.go.
-const storeFormat = 1
+// storeFormat is the layout of the records below and in codec.go; 2
+// added priorities to the queue's keys (a format 1 file is converted at
+// open).
+const storeFormat = 2
 
 // Store is the embedded Storage: one bbolt file, one process.
 type Store struct {
@@ -109,6 +111,13 @@ func Open(path string, timeout time.Duration) (*Store, error) {
 		switch v := meta.Get(kFormat); {
 		case v == nil:
 			return meta.Put(kFormat, []byte{storeFormat})
+		case len(v) == 1 && v[0] == 1:
+			if err := upgradeQueue(tx); err != nil {
+				return err
+			}
+			if err := meta.Put(kFormat, []byte{storeFormat}); err != nil {
+				return err
+			}
 		case len(v) != 1 || v[0] != storeFormat:
 			return fmt.Errorf("%w: record format %x, this nerve reads format %d", errBadRecord, v, storeFormat)
 		}

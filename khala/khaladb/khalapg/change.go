@@ -20,7 +20,7 @@ import (
 
 // turnCols are a turn's columns in the order scanTurn reads them.
 const turnCols = `thread, step, workflow, role, state, rev, attempt, max_attempts, lease, idle, claim, agent,
-	first_queued, queued_at, claimed_at, lease_expires, idle_at, instruction, prompt, child`
+	first_queued, queued_at, claimed_at, lease_expires, idle_at, instruction, prompt, child, priority`
 
 func scanTurn(row pgx.Row) (khaladb.Turn, error) {
 	var (
@@ -28,7 +28,7 @@ func scanTurn(row pgx.Row) (khaladb.Turn, error) {
 		n, rev, lease, idle, fq, qa, ca, le, ia int64
 	)
 	err := row.Scan(&n, &t.Step, &t.Workflow, &t.Role, &t.State, &rev, &t.Attempt, &t.MaxAttempts, &lease, &idle,
-		&t.Claim, &t.Agent, &fq, &qa, &ca, &le, &ia, &t.Instruction, &t.Prompt, &t.Child)
+		&t.Claim, &t.Agent, &fq, &qa, &ca, &le, &ia, &t.Instruction, &t.Prompt, &t.Child, &t.Priority)
 	if err != nil {
 		return t, err
 	}
@@ -191,12 +191,13 @@ func buildChangeText(p changeParts) string {
 		ctes = append(ctes, `tu AS (INSERT INTO khala_turns AS k (`+turnCols+`)
 	SELECT `+thread+`, u.* FROM unnest(`+steps+`::int[], `+args("::text[]", "::text[]", "::text[]",
 			"::bigint[]", "::int[]", "::int[]", "::bigint[]", "::bigint[]", "::text[]", "::text[]", "::bigint[]", "::bigint[]",
-			"::bigint[]", "::bigint[]", "::bigint[]", "::text[]", "::text[]", "::text[]")+`) AS u
+			"::bigint[]", "::bigint[]", "::bigint[]", "::text[]", "::text[]", "::text[]", "::int[]")+`) AS u
 	ON CONFLICT (thread, step) DO UPDATE SET workflow = EXCLUDED.workflow, role = EXCLUDED.role, state = EXCLUDED.state,
 		rev = EXCLUDED.rev, attempt = EXCLUDED.attempt, max_attempts = EXCLUDED.max_attempts, lease = EXCLUDED.lease,
 		idle = EXCLUDED.idle, claim = EXCLUDED.claim, agent = EXCLUDED.agent, first_queued = EXCLUDED.first_queued,
 		queued_at = EXCLUDED.queued_at, claimed_at = EXCLUDED.claimed_at, lease_expires = EXCLUDED.lease_expires,
-		idle_at = EXCLUDED.idle_at, instruction = EXCLUDED.instruction, prompt = EXCLUDED.prompt, child = EXCLUDED.child
+		idle_at = EXCLUDED.idle_at, instruction = EXCLUDED.instruction, prompt = EXCLUDED.prompt, child = EXCLUDED.child,
+		priority = EXCLUDED.priority
 	WHERE k.rev = EXCLUDED.rev - 1
 	RETURNING 1)`)
 		checks = append(checks, "(SELECT count(*) FROM tu) = cardinality("+steps+"::int[])")
@@ -255,7 +256,7 @@ func turnSteps(ts []khaladb.Turn) []int32 {
 // written at the revision after the one read.
 func turnArrays(ts []khaladb.Turn) []any {
 	k := len(ts)
-	tAttempt, tMax := make([]int32, k), make([]int32, k)
+	tAttempt, tMax, tPrio := make([]int32, k), make([]int32, k), make([]int32, k)
 	tWf, tRole, tState, tClaim, tAgent, tInstr, tPrompt, tChild := make([]string, k), make([]string, k), make([]string, k),
 		make([]string, k), make([]string, k), make([]string, k), make([]string, k), make([]string, k)
 	tRev, tLease, tIdle, tFQ, tQA, tCA, tLE, tIA := make([]int64, k), make([]int64, k), make([]int64, k), make([]int64, k),
@@ -266,12 +267,12 @@ func turnArrays(ts []khaladb.Turn) []any {
 		tAttempt[i], tMax[i], tLease[i], tIdle[i] = int32(t.Attempt), int32(t.MaxAttempts), int64(t.Lease), int64(t.Idle)
 		tClaim[i], tAgent[i], tFQ[i], tQA[i], tCA[i] = t.Claim, t.Agent, shared.Nanos(t.FirstQueued), shared.Nanos(t.QueuedAt), shared.Nanos(t.ClaimedAt)
 		tLE[i], tIA[i], tInstr[i], tPrompt[i] = shared.Nanos(t.LeaseExpires), shared.Nanos(t.IdleAt), t.Instruction, t.Prompt
-		tChild[i] = t.Child
+		tChild[i], tPrio[i] = t.Child, int32(t.Priority)
 		if !t.Open() {
 			tPrompt[i] = "" // a closed turn is served to no one again
 		}
 	}
-	return []any{tWf, tRole, tState, tRev, tAttempt, tMax, tLease, tIdle, tClaim, tAgent, tFQ, tQA, tCA, tLE, tIA, tInstr, tPrompt, tChild}
+	return []any{tWf, tRole, tState, tRev, tAttempt, tMax, tLease, tIdle, tClaim, tAgent, tFQ, tQA, tCA, tLE, tIA, tInstr, tPrompt, tChild, tPrio}
 }
 
 func eventTimes(es []workflow.Event) []int64 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/nerve-agents/nerve/khala/khaladb/internal/shared"
@@ -49,7 +50,7 @@ SELECT ` + turnCols + `,
 	(SELECT count(*) FROM khala_turns q WHERE q.thread = c.thread AND q.state = 'queued'
 		AND q.step = ANY (th.th_pending)) - (SELECT k FROM counts WHERE counts.thread = c.thread),
 	` + claimViewCols + `
-ORDER BY first_queued, thread, step`
+ORDER BY priority DESC, first_queued, thread, step`
 
 // claimOneSQL is claimSQL for one turn ($1, $2: filters; $3: the claim
 // id; $4: agent; $5: now), without the numbering a claim of several
@@ -73,7 +74,8 @@ SELECT ` + turnCols + `,
 		AND q.step = ANY (th.th_pending)) - 1,
 	` + claimViewCols
 
-// pickedCTE picks up to limit queued turns, oldest first, of the
+// pickedCTE picks up to limit queued turns, higher priority first, then
+// oldest first (the queue index's order: khala_turns_queue), of the
 // workflows and roles (text[] parameters; empty: any), locking each with
 // its thread's event counter and skipping any another transaction holds.
 func pickedCTE(limit, workflows, roles string) string {
@@ -82,7 +84,7 @@ func pickedCTE(limit, workflows, roles string) string {
 	WHERE t.state = 'queued'
 		AND (cardinality(` + workflows + `::text[]) = 0 OR t.workflow = ANY(` + workflows + `::text[]))
 		AND (cardinality(` + roles + `::text[]) = 0 OR t.role = ANY(` + roles + `::text[]))
-	ORDER BY t.first_queued, t.thread, t.step
+	ORDER BY t.priority DESC, t.first_queued, t.thread, t.step
 	LIMIT ` + limit + `
 	FOR UPDATE OF t, s SKIP LOCKED
 )`
@@ -161,31 +163,54 @@ type rowWithExtra struct {
 
 func (r rowWithExtra) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra...)...) }
 
+// heartbeatSQL moves a held lease's stored expiry only when it would end
+// within a lease ($5 = now + lease is computed per row: lease_expires <
+// $4 + lease), to two leases ahead (khaladb.HeartbeatExpiry); either way
+// it returns the turn, as written or as it was. A heartbeat that writes
+// nothing updates no row: its transaction takes no id, and its commit
+// writes and flushes no WAL.
+var heartbeatSQL = `WITH up AS (
+	UPDATE khala_turns SET lease_expires = $4 + ` + strconv.Itoa(khaladb.LeaseAhead) + ` * lease, rev = rev + 1
+	WHERE thread = $1 AND step = $2 AND claim = $3 AND state = 'claimed' AND lease_expires >= $4 AND lease_expires < $4 + lease
+	RETURNING ` + turnCols + `
+)
+SELECT true, * FROM up
+UNION ALL
+SELECT false, ` + turnCols + ` FROM khala_turns WHERE thread = $1 AND step = $2 AND NOT EXISTS (SELECT 1 FROM up)`
+
 // Heartbeat implements Storage.
 func (p *Store) Heartbeat(ctx context.Context, turn, claim string, now time.Time) (khaladb.Turn, error) {
 	n, step, ok := pgTurnID(turn)
 	if !ok {
 		return khaladb.Turn{}, khaladb.ErrNotFound
 	}
-	t, err := scanTurn(p.pool.QueryRow(ctx, `UPDATE khala_turns SET lease_expires = $4 + lease, rev = rev + 1
-		WHERE thread = $1 AND step = $2 AND claim = $3 AND state = 'claimed' AND lease_expires >= $4
-		RETURNING `+turnCols, int64(n), step, claim, shared.Nanos(now)))
-	if err == nil {
-		p.views.heartbeat(n, t)
-	}
-	if err == nil || !errors.Is(err, pgx.ErrNoRows) {
-		return t, p.fail("heartbeat", err)
-	}
-	// Not extended: say why. A closed turn never changes again.
-	t, err = p.Turn(ctx, turn)
+	var wrote bool
+	t, err := scanTurn(rowFirst{p.pool.QueryRow(ctx, heartbeatSQL, int64(n), step, claim, shared.Nanos(now)), &wrote})
 	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return khaladb.Turn{}, khaladb.ErrNotFound
 	case err != nil:
-		return khaladb.Turn{}, err
-	case t.Claim == claim && t.State == khaladb.TurnCancelled:
-		return t, nil // the holder hears cancel: true
+		return khaladb.Turn{}, p.fail("heartbeat", err)
+	case wrote:
+		p.views.heartbeat(n, t)
+		return t, p.fail("", nil)
+	case t.Claim != claim:
+		return khaladb.Turn{}, khaladb.ErrClaimLost
+	case t.State == khaladb.TurnCancelled:
+		return t, p.fail("", nil) // the holder hears cancel: true
+	case t.State != khaladb.TurnClaimed || now.After(t.LeaseExpires):
+		return khaladb.Turn{}, khaladb.ErrClaimLost
 	}
-	return khaladb.Turn{}, khaladb.ErrClaimLost
+	return t, p.fail("", nil) // the stored expiry covers this heartbeat
 }
+
+// rowFirst scans one leading column, then a turn.
+type rowFirst struct {
+	pgx.Row
+	first any
+}
+
+func (r rowFirst) Scan(dest ...any) error { return r.Row.Scan(append([]any{r.first}, dest...)...) }
 
 // Due implements Storage.
 func (p *Store) Due(ctx context.Context, now time.Time, limit int) ([]khaladb.DueTurn, time.Time, error) {
