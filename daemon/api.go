@@ -30,6 +30,9 @@ type StartRequest struct {
 	// (NERVE_THREAD), links the new thread to that local thread as its
 	// child.
 	Parent string `json:"parent,omitempty"`
+	// Priority orders a cloud thread's turns in its Khala's queue (run
+	// --priority); the CLI refuses it for a local thread.
+	Priority *int `json:"priority,omitempty"`
 }
 
 // WorkspaceRequest is a local thread's workspace as the CLI asks for it:

@@ -21,7 +21,6 @@ import (
 type threadJSON struct {
 	*workflow.Thread
 	Initiator string     `json:"initiator,omitempty"`
-	Priority  int        `json:"priority"`
 	Turns     []turnJSON `json:"turns,omitempty"`
 }
 
@@ -57,7 +56,7 @@ func newThreadJSON(t khaladb.Thread, turns []khaladb.Turn) threadJSON {
 	wt := t.Thread
 	wt.Source = nil
 	wt.Children = childrenOf(t.Children)
-	out := threadJSON{Thread: &wt, Initiator: t.Initiator, Priority: t.Priority}
+	out := threadJSON{Thread: &wt, Initiator: t.Initiator}
 	for _, tt := range turns {
 		if tt.Open() {
 			tj := turnJSON{Turn: tt.ID, Step: tt.Step, Role: tt.Role, State: tt.State,

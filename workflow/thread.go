@@ -34,6 +34,9 @@ type Thread struct {
 	Parent *Parent `json:"parent,omitempty"`
 	// Depth is 0 for a top-level thread, its parent's + 1 for a child.
 	Depth int `json:"depth"`
+	// Priority orders a Khala thread's turns in the queue (higher first);
+	// a child has its parent's. Local threads keep 0.
+	Priority int `json:"priority"`
 	// Defs is the directory of the definition file a local thread was
 	// started from: where its children's workflows are looked for first.
 	Defs string `json:"defs,omitempty"`

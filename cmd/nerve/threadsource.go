@@ -87,7 +87,7 @@ func (s daemonSource) Where() string { return "in the daemon" }
 type remoteSource struct{ c *remote.Client }
 
 func (s remoteSource) Start(ctx context.Context, req daemon.StartRequest) (*workflow.Thread, error) {
-	start := api.StartThread{Input: req.Input}
+	start := api.StartThread{Input: req.Input, Priority: req.Priority}
 	if w := req.Workspace; w != nil {
 		start.Workspace = &api.StartWorkspace{Repo: w.Repo, Base: w.Base, Branch: w.Branch}
 	}
@@ -99,7 +99,11 @@ func (s remoteSource) Start(ctx context.Context, req daemon.StartRequest) (*work
 	if err != nil {
 		return nil, remoteUsage(err)
 	}
-	return &workflow.Thread{ID: id, Workflow: req.Workflow, Status: workflow.StatusRunning, Input: req.Input}, nil
+	t := &workflow.Thread{ID: id, Workflow: req.Workflow, Status: workflow.StatusRunning, Input: req.Input}
+	if req.Priority != nil {
+		t.Priority = *req.Priority
+	}
+	return t, nil
 }
 
 func (s remoteSource) Thread(ctx context.Context, id string) (*workflow.Thread, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nerve-agents/nerve/daemon"
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -28,6 +29,10 @@ type workflowRunOptions struct {
 	Repo   string
 	Base   string
 	Branch string
+	// Priority orders a cloud thread's turns in the queue; PrioritySet
+	// says whether --priority was given.
+	Priority    int
+	PrioritySet bool
 }
 
 // runResult is the stable --json shape of `workflow run` and `workflow
@@ -41,10 +46,13 @@ type runResult struct {
 	Usage usage.Totals `json:"usage"`
 	// Workspace is the thread's branch and head; null without one.
 	Workspace *workflow.Workspace `json:"workspace"`
+	// Priority is the thread's place in its Khala's queue (0 locally).
+	Priority int `json:"priority"`
 }
 
 func newRunResult(ref workflow.Ref, t *workflow.Thread) runResult {
-	r := runResult{Thread: ref.String(), Status: t.Status, Result: t.Result, Usage: t.Usage, Workspace: t.Workspace}
+	r := runResult{Thread: ref.String(), Status: t.Status, Result: t.Result, Usage: t.Usage, Workspace: t.Workspace,
+		Priority: t.Priority}
 	if t.Error != "" {
 		r.Error = &t.Error
 	}
@@ -64,11 +72,13 @@ completes, 1 when it fails or is cancelled. With --detach it prints the
 thread's ref and returns; the daemon carries on.`,
 		Example: `  nerve workflow run code-review --input change=@change.diff
   nerve workflow run ./examples/code-review.yaml --input change="Add retries" --detach
-  nerve workflow run ./examples/code-change.yaml --repo . --base main --branch try/retries`,
+  nerve workflow run ./examples/code-change.yaml --repo . --base main --branch try/retries
+  nerve workflow run origin/code-review --priority 10 --input change=@change.diff`,
 		Args:              exactArgs(1, "name the workflow to run"),
 		ValidArgsFunction: completeWorkflows(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref = args[0]
+			opts.PrioritySet = cmd.Flags().Changed("priority")
 			if runF != nil {
 				return runF(opts)
 			}
@@ -83,6 +93,7 @@ thread's ref and returns; the daemon carries on.`,
 	cmd.Flags().StringVar(&opts.Repo, "repo", "", "the thread's git repository: a path (local) or a git URL (cloud); needs a workflow that declares a workspace")
 	cmd.Flags().StringVar(&opts.Base, "base", "", "the revision the thread's branch starts from (default: the definition's, else HEAD)")
 	cmd.Flags().StringVar(&opts.Branch, "branch", "", "the thread's branch (default nerve/WORKFLOW/thread-N); must not exist")
+	cmd.Flags().IntVar(&opts.Priority, "priority", 0, fmt.Sprintf("a cloud thread's priority, %d to %d: claims take higher first, then oldest", api.MinPriority, api.MaxPriority))
 	return cmd
 }
 
@@ -113,6 +124,17 @@ func workflowRunRun(ctx context.Context, f *Factory, opts *workflowRunOptions) e
 	}
 	req.Input = in
 	req.Parent = parentThread(f, ref)
+	if opts.PrioritySet {
+		if ref.Remote == "" {
+			return usageErrorf("run it on a remote: nerve workflow run REMOTE/"+opts.Ref+" --priority N",
+				"--priority orders a Khala's queue; a local thread runs in this daemon")
+		}
+		p := opts.Priority
+		if err := api.CheckPriority(&p); err != nil {
+			return usageErrorf("", "%v", err)
+		}
+		req.Priority = &p
+	}
 	if _, err := f.Config(); err != nil {
 		return err
 	}

@@ -57,8 +57,6 @@ type Thread struct {
 	SourceHash string `json:"source_hash"`
 	Webhook    string `json:"webhook,omitempty"`
 	Initiator  string `json:"initiator,omitempty"`
-	// Priority orders its turns in the queue (see Turn.Priority).
-	Priority int `json:"priority,omitempty"`
 	// Children are the child threads started from this one, in the
 	// order they were started (see ChildLink).
 	Children []ChildLink `json:"children,omitempty"`
