@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -54,7 +55,7 @@ func khStart(tb testing.TB, home, db string, extra ...string) *khProc {
 func khStartEnv(tb testing.TB, env []string, args ...string) *khProc {
 	tb.Helper()
 	args = append([]string{"khala", "serve", "--addr", "127.0.0.1:0"}, args...)
-	cmd := exec.Command(nerveBin(tb), args...)
+	cmd := exec.Command(khServerBin(tb), args...)
 	cmd.Env = append(os.Environ(), env...)
 	p := &khProc{cmd: cmd, stderr: &khLockedBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
@@ -109,12 +110,16 @@ func khNewClient(url, token string) *khClient {
 }
 
 func (c *khClient) do(method, path string, body any) (int, []byte, error) {
+	return c.doCtx(context.Background(), method, path, body)
+}
+
+func (c *khClient) doCtx(ctx context.Context, method, path string, body any) (int, []byte, error) {
 	var r io.Reader
 	if body != nil {
 		data, _ := json.Marshal(body)
 		r = bytes.NewReader(data)
 	}
-	req, err := http.NewRequest(method, c.url+path, r)
+	req, err := http.NewRequestWithContext(ctx, method, c.url+path, r)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -177,7 +182,7 @@ func khSetup(tb testing.TB, agents int) (*khProc, []*khClient, string) {
 	tb.Cleanup(func() { os.RemoveAll(home) })
 	db := filepath.Join(home, "khala.db")
 	p := khStart(tb, home, db)
-	out, err := exec.Command(nerveBin(tb), "khala", "enroll-token", "--db", db, "--uses", fmt.Sprint(agents)).Output()
+	out, err := exec.Command(khServerBin(tb), "khala", "enroll-token", "--db", db, "--uses", fmt.Sprint(agents)).Output()
 	if err != nil {
 		tb.Fatalf("enroll-token: %v", err)
 	}

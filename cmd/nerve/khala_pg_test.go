@@ -71,7 +71,7 @@ func khReplicas(t testing.TB, dsn string, n, uses int) ([]*khProc, string) {
 			ps = append(ps, khStartEnv(t, []string{"NERVE_HOME=" + t.TempDir()}, "--postgres", dsn, "--pool-size", "6"))
 		}
 	}
-	cmd := exec.Command(nerveBin(t), "khala", "enroll-token", "--postgres", dsn, "--uses", fmt.Sprint(uses))
+	cmd := exec.Command(khServerBin(t), "khala", "enroll-token", "--postgres", dsn, "--uses", fmt.Sprint(uses))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
