@@ -314,18 +314,31 @@ func (s *Server) handleStartThread(w http.ResponseWriter, r *http.Request, a kha
 		s.fail(w, r, err)
 		return
 	}
-	var c *khaladb.ThreadChange
+	var (
+		c      *khaladb.ThreadChange
+		handed *reservation
+	)
+	defer func() { handed.settle(false) }() // if CreateThread never returned
 	err = s.routed(r.Context(), func(ids *reservedIDs) error {
+		handed.settle(false) // an earlier try's promises
+		handed = nil
+		now := s.now()
 		var err error
-		c, err = startThread(r.Context(), def, rec.SourceHash, id, input, ws, req.Webhook, a.Name, parent, depth, s.routing(ids), s.now())
+		c, err = startThread(r.Context(), def, rec.SourceHash, id, input, ws, req.Webhook, a.Name, parent, depth, s.routing(ids), now)
 		if err == nil && req.Priority != nil {
 			withPriority(c, *req.Priority)
 		}
 		if err == nil {
+			// A long poll waiting here takes the first turns in this
+			// commit (handoff.go): a fleet's parked agents are not all
+			// woken to race for each new thread.
+			handed = s.handoffs.reserve(c, now)
 			err = s.store.CreateThread(r.Context(), c)
 		}
 		return err
 	})
+	handed.settle(err == nil)
+	handed = nil
 	if err != nil {
 		if parent != nil {
 			s.markCancelled(context.WithoutCancel(r.Context()), parent.Thread, []string{id}) // it never started
