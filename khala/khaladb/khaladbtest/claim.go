@@ -167,14 +167,21 @@ func Heartbeat(t *testing.T, open Opener) {
 	}
 	tk := turns[0]
 	later := Epoch.Add(30 * time.Second)
+	// The stored expiry (a minute after the claim) would end within a
+	// lease of the heartbeat: it is written, two leases ahead.
 	hb, err := s.Heartbeat(ctx, tk.ID, tk.Claim, later)
-	if err != nil || !hb.LeaseExpires.Equal(later.Add(time.Minute)) || hb.Rev <= tk.Rev || hb.State != khaladb.TurnClaimed {
+	if err != nil || !hb.LeaseExpires.Equal(later.Add(2*time.Minute)) || hb.Rev <= tk.Rev || hb.State != khaladb.TurnClaimed {
 		t.Fatalf("heartbeat: %+v, %v", hb, err)
+	}
+	// The next one finds it far enough ahead and writes nothing.
+	again, err := s.Heartbeat(ctx, tk.ID, tk.Claim, later.Add(20*time.Second))
+	if err != nil || !again.LeaseExpires.Equal(hb.LeaseExpires) || again.Rev != hb.Rev || again.State != khaladb.TurnClaimed {
+		t.Fatalf("heartbeat covered by the stored expiry: %+v, %v; want it unchanged at %s rev %d", again, err, hb.LeaseExpires, hb.Rev)
 	}
 	if _, err := s.Heartbeat(ctx, tk.ID, "not-the-claim", later); !errorsIs(err, khaladb.ErrClaimLost) {
 		t.Errorf("heartbeat with another claim: %v, want ErrClaimLost", err)
 	}
-	if _, err := s.Heartbeat(ctx, tk.ID, tk.Claim, later.Add(2*time.Minute)); !errorsIs(err, khaladb.ErrClaimLost) {
+	if _, err := s.Heartbeat(ctx, tk.ID, tk.Claim, later.Add(3*time.Minute)); !errorsIs(err, khaladb.ErrClaimLost) {
 		t.Errorf("heartbeat after the lease ran out: %v, want ErrClaimLost", err)
 	}
 	if _, err := s.Heartbeat(ctx, khaladb.TurnID(v.Thread.ID, 9), tk.Claim, later); !errorsIs(err, khaladb.ErrNotFound) {

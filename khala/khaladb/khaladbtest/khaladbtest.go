@@ -23,6 +23,8 @@ func Exercise(t *testing.T, open Opener) {
 		{"ClaimExactlyOnce", ClaimExactlyOnce},
 		{"ClaimOrderAndFilters", ClaimOrderAndFilters},
 		{"Heartbeat", Heartbeat},
+		{"HeartbeatWrites", HeartbeatWrites},
+		{"ClaimPriority", ClaimPriority},
 		{"UpdateThreadReruns", UpdateThreadReruns},
 		{"UpdateThreadOutcomes", UpdateThreadOutcomes},
 		{"DueTurns", DueTurns},
@@ -43,9 +45,10 @@ var Epoch = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
 // TurnSpec is one turn StartThread queues.
 type TurnSpec struct {
-	Role  string
-	Lease time.Duration // default 1m
-	Idle  time.Duration // 0: never idle
+	Role     string
+	Lease    time.Duration // default 1m
+	Idle     time.Duration // 0: never idle
+	Priority int
 }
 
 // StartThread stores a new running thread of workflow wf, created at now,
@@ -70,7 +73,7 @@ func StartThread(t testing.TB, s khaladb.Storage, wf string, now time.Time, spec
 		tk := khaladb.Turn{ID: khaladb.TurnID(id, step), Thread: id, Workflow: wf, Step: step, Role: sp.Role,
 			Instruction: fmt.Sprintf("do step %d", step), Prompt: "prompt", State: khaladb.TurnQueued,
 			Attempt: 1, MaxAttempts: 3, Lease: cmpOr(sp.Lease, time.Minute), Idle: sp.Idle,
-			FirstQueued: now, QueuedAt: now}
+			FirstQueued: now, QueuedAt: now, Priority: sp.Priority}
 		if sp.Idle > 0 {
 			tk.IdleAt = now.Add(sp.Idle)
 		}

@@ -51,7 +51,8 @@ func UpdateThreadReruns(t *testing.T, open Opener) {
 	go func() { // the holder heartbeats until every writer is done
 		defer close(hbDone)
 		for i := 1; writing.Load() > 0 || i < 20; i++ {
-			hb, err := s.Heartbeat(ctx, tk.ID, tk.Claim, Epoch.Add(time.Duration(i)*time.Millisecond))
+			// Every third of the lease: every fourth or so writes.
+			hb, err := s.Heartbeat(ctx, tk.ID, tk.Claim, Epoch.Add(time.Duration(i)*20*time.Minute))
 			if err != nil {
 				t.Errorf("heartbeat %d: %v", i, err)
 				return
