@@ -133,6 +133,7 @@ type Agent struct {
 type QueuedTurn struct {
 	Turn, Thread, Workflow, Role, State, Agent string
 	Step, Attempt                              int
+	Priority                                   int // claims take higher first
 	QueuedAt, LeaseExpires                     time.Time
 	Idle                                       bool // waited past its idle limit
 }

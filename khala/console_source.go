@@ -159,7 +159,7 @@ func (c *consoleSource) Thread(ctx context.Context, id string) (*console.ThreadD
 
 func queuedTurn(t khaladb.Turn) console.QueuedTurn {
 	return console.QueuedTurn{Turn: t.ID, Thread: t.Thread, Workflow: t.Workflow, Role: t.Role, State: t.State,
-		Agent: t.Agent, Step: t.Step, Attempt: t.Attempt, QueuedAt: t.FirstQueued, LeaseExpires: t.LeaseExpires,
+		Agent: t.Agent, Step: t.Step, Attempt: t.Attempt, Priority: t.Priority, QueuedAt: t.FirstQueued, LeaseExpires: t.LeaseExpires,
 		Idle: t.State == khaladb.TurnQueued && t.Idle > 0 && t.IdleAt.IsZero()}
 }
 

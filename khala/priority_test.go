@@ -7,12 +7,12 @@ import (
 )
 
 // Threads started with priorities are claimed higher first, then oldest
-// first; GET /v1/threads/{id} shows the priority on the thread and its
-// queued turns; a priority out of bounds or not an integer is refused.
+// first; GET /v1/threads/{id} and the console's queue page show the
+// priority; a priority out of bounds or not an integer is refused.
 func TestPriorityOrdersClaims(t *testing.T) { eachBackend(t, testPriorityOrdersClaims) }
 
 func testPriorityOrdersClaims(t *testing.T, bk backend) {
-	ts := bk.server(t)
+	ts := bk.server(t, withPerson)
 	a := ts.agent("a")
 	a.putWorkflow(leaseWF("1m", 1, "0s"))
 	start := func(p any) string {
@@ -41,6 +41,13 @@ func testPriorityOrdersClaims(t *testing.T, bk backend) {
 	a.must("GET", "/v1/threads/"+none, nil, 200, &plain)
 	if p, ok := plain["priority"]; !ok || p != float64(0) {
 		t.Errorf("a thread started without a priority shows %v (present %v), want 0", p, ok)
+	}
+	// The console's queue page shows each turn's priority.
+	b := newBrowser(t, ts.URL)
+	b.signIn(testPerson)
+	if _, page := b.get("/queue"); !strings.Contains(page, "<th>Priority</th>") || !strings.Contains(page, "<td>-5</td>") ||
+		!strings.Contains(page, "<td>100</td>") {
+		t.Errorf("queue page lacks the priorities:\n%s", page)
 	}
 	var order []string
 	for range 5 {
