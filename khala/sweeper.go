@@ -129,8 +129,14 @@ func (w *sweeper) apply(ctx context.Context, d khaladb.DueTurn, now time.Time) {
 		s.checkChild(ctx, d)
 		return
 	}
-	var c *khaladb.ThreadChange
+	var (
+		c      *khaladb.ThreadChange
+		handed *reservation
+	)
+	defer func() { handed.settle(false) }() // if UpdateThread never returned
 	err := s.store.UpdateThread(ctx, d.Thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
+		handed.settle(false) // an earlier, stale try's promises
+		handed = nil
 		if d.Kind == khaladb.DueExpired {
 			def, err := s.defs.get(ctx, v.Thread.SourceHash)
 			if err != nil {
@@ -138,12 +144,17 @@ func (w *sweeper) apply(ctx context.Context, d khaladb.DueTurn, now time.Time) {
 			}
 			if c = expireOverBudget(def, v, d, now); c == nil {
 				c = expire(v, d, now)
+				// A re-queued turn goes to a long poll waiting here, in
+				// this commit, rather than waking every parked agent.
+				handed = s.handoffs.reserve(c, now)
 			}
 		} else {
 			c = idle(v, d, now)
 		}
 		return c, nil
 	})
+	handed.settle(err == nil)
+	handed = nil
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Error("sweep: update thread", "thread", d.Thread, "turn", d.Turn, "kind", d.Kind, "err", err)
