@@ -71,6 +71,7 @@ type khFleetRun struct {
 	created  map[string]time.Time // new thread -> its create request's start
 	got      map[string]time.Time // thread -> when an agent's claim got its turn
 	lastBeat map[string]time.Time // a dead agent's thread -> its last heartbeat
+	creates  []time.Duration // how long each create request took
 	beats    atomic.Int64
 	moved    atomic.Int64 // heartbeat answers whose expiry changed
 	errs     atomic.Int64
@@ -221,6 +222,9 @@ func khFleetCreate(ctx context.Context, run *khFleetRun, agents []*khClient, rat
 			continue
 		}
 		run.record(run.created, out.Thread, start)
+		run.mu.Lock()
+		run.creates = append(run.creates, time.Since(start))
+		run.mu.Unlock()
 	}
 }
 
@@ -302,6 +306,7 @@ func khFleetReport(b *testing.B, kb khBench, run *khFleetRun, ps []*khProc, elap
 	b.ReportMetric(khPct(pickup, 50), "pickup-p50-ms")
 	b.ReportMetric(khPct(pickup, 99), "pickup-p99-ms")
 	b.ReportMetric(float64(len(pickup)), "new-turns")
+	b.ReportMetric(khPct(run.creates, 99), "create-p99-ms")
 	b.ReportMetric(khPct(reclaim, 50)/1000/lease.Seconds(), "reclaim-p50-leases")
 	b.ReportMetric(khPct(reclaim, 100)/1000/lease.Seconds(), "reclaim-max-leases")
 	b.ReportMetric(float64(len(reclaim)), "reclaimed")
