@@ -100,3 +100,34 @@ func testNewThreadHandedToWaitingPoll(t *testing.T, bk backend) {
 		t.Errorf("the waiting poll got %q, want %s", thread, id)
 	}
 }
+
+// A child thread runs at its parent's priority: its turns are claimed
+// ahead of older work of lower priority.
+func TestChildHasParentPriority(t *testing.T) { eachBackend(t, testChildHasParentPriority) }
+
+func testChildHasParentPriority(t *testing.T, bk backend) {
+	ts := bk.server(t)
+	a := ts.agent("a")
+	a.putWorkflow(reviewWF)
+	a.putWorkflow(fanOutWF)
+	var older startResponse
+	a.must("POST", "/v1/workflows/review/threads", map[string]any{"input": map[string]any{"item": "x"}}, 201, &older)
+	var parent startResponse
+	a.must("POST", "/v1/workflows/fanout/threads", map[string]any{"input": map[string]any{}, "priority": 8}, 201, &parent)
+	cv := a.children(parent.Thread)
+	if len(cv.kids) != 2 {
+		t.Fatalf("children: %+v", cv.Children)
+	}
+	for _, k := range cv.kids {
+		if child := a.children(k); child.Priority != 8 {
+			t.Errorf("child %s: priority %d, want its parent's 8", k, child.Priority)
+		}
+	}
+	got := a.claim(map[string]any{"max": 10, "wait": "5s"})
+	for len(got) < 4 {
+		got = append(got, a.claimOne())
+	}
+	if last := got[len(got)-1]; last.Thread != older.Thread {
+		t.Errorf("claimed %s last, want the older priority 0 thread %s after the parent's and children's turns", last.Thread, older.Thread)
+	}
+}
