@@ -79,13 +79,13 @@ func TestE2EJSONShapes(t *testing.T) {
 	}
 
 	run := wantKeys(t, "workflow run --json", e.must(0, "workflow", "run", "code-review", "--input", "change=x", "--json").stdout,
-		"thread", "status", "result", "error", "usage", "workspace")[0]
+		"thread", "status", "result", "error", "usage", "workspace", "priority")[0]
 	if run["status"] != "completed" || run["error"] != nil || run["result"] == nil {
 		t.Fatalf("a completed run has \"error\": null: %v", run)
 	}
 	ref := run["thread"].(string)
 	detached := wantKeys(t, "workflow run --detach --json", e.must(0, "workflow", "run", "code-review", "--input", "change=x", "--detach", "--json").stdout,
-		"thread", "status", "result", "error", "usage", "workspace")[0]
+		"thread", "status", "result", "error", "usage", "workspace", "priority")[0]
 	e.must(0, "workflow", "logs", detached["thread"].(string), "-f") // let it end
 
 	msgKeys := []string{"step", "role", "agent", "content", "meta", "error", "at", "instruction", "adapter", "usage", "commit", "changes", "child"}
@@ -97,7 +97,7 @@ func TestE2EJSONShapes(t *testing.T) {
 		t.Fatalf("threads: %v", threads)
 	}
 	slow := wantKeys(t, "workflow run --detach --json", e.must(0, "workflow", "run", "slow", "--detach", "--json").stdout,
-		"thread", "status", "result", "error", "usage", "workspace")[0]
+		"thread", "status", "result", "error", "usage", "workspace", "priority")[0]
 	waitFor(t, "the slow turn to start", func() bool {
 		var st struct {
 			ActiveTurns []any `json:"active_turns"`
@@ -106,7 +106,7 @@ func TestE2EJSONShapes(t *testing.T) {
 		return len(st.ActiveTurns) == 1
 	})
 	cancel := wantKeys(t, "workflow cancel --json", e.must(0, "workflow", "cancel", slow["thread"].(string), "--json").stdout,
-		"thread", "status", "result", "error", "usage", "workspace")[0]
+		"thread", "status", "result", "error", "usage", "workspace", "priority")[0]
 	if cancel["status"] != "cancelled" {
 		t.Fatalf("workflow cancel --json: %v", cancel)
 	}
