@@ -75,7 +75,13 @@ func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string
 	ctx, cancel := context.WithCancelCause(r.ctx)
 	defer cancel(nil)
 	hbDone := r.heartbeat(ctx, cancel, cl, t)
-	resp, ok := r.execRemote(ctx, cl, remoteName, t, adapterName)
+	var resp api.Response
+	var ok bool
+	if t.Merge != nil {
+		resp, ok = r.execMerge(ctx, remoteName, t)
+	} else {
+		resp, ok = r.execRemote(ctx, cl, remoteName, t, adapterName)
+	}
 	ran := time.Now()
 	cancel(nil)
 	<-hbDone
@@ -98,7 +104,7 @@ func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string
 	r.deleteClaim(remoteName, t.Turn) // the outbox has it now
 	queued := time.Now()
 	ans, sent := r.d.outbox.sendNow(item)
-	if m, ok := ans.Message(t, resp); sent && ok {
+	if m, ok := ans.Message(t, resp); sent && ok && t.Merge == nil {
 		r.hist.add(historyKey(remoteName, t), m)
 	}
 	if t.Workspace != nil {
@@ -166,7 +172,7 @@ func remoteWorkspace(t api.Turn, key string) *workspace.Turn {
 		return nil
 	}
 	return &workspace.Turn{Workspace: workspace.Workspace{Repo: w.Repo, Cloud: true, Base: w.Base, Branch: w.Branch, Head: w.Head},
-		Key: key, Step: t.Step}
+		Key: key, Step: t.Step, Parallel: t.Parallel}
 }
 
 // heartbeat renews the lease about three times per lease while the turn

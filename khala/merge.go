@@ -71,7 +71,7 @@ func queueMerge(def *workflow.Definition, c *khaladb.ThreadChange, msgs []workfl
 	t := khaladb.Turn{ID: khaladb.TurnID(th.ID, khaladb.MergeStepBase+r.Last), Thread: th.ID, Workflow: def.Name,
 		Step: khaladb.MergeStepBase + r.Last, Role: khaladb.MergeRole, Prompt: string(prompt),
 		Instruction: fmt.Sprintf("merge steps %s into %s", strings.Join(steps, ", "), th.Workspace.Branch),
-		Attempt: 1, MaxAttempts: max(def.Limits.MaxAttempts, 1), Lease: def.Limits.Claim.D(), Idle: def.Limits.Idle.D(),
+		Attempt:     1, MaxAttempts: max(def.Limits.MaxAttempts, 1), Lease: def.Limits.Claim.D(), Idle: def.Limits.Idle.D(),
 		FirstQueued: now, QueuedAt: now}
 	requeue(&t, now)
 	c.Turns = append(c.Turns, t)
