@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -74,6 +75,8 @@ func queueMerge(def *workflow.Definition, c *khaladb.ThreadChange, msgs []workfl
 		Attempt:     1, MaxAttempts: max(def.Limits.MaxAttempts, 1), Lease: def.Limits.Claim.D(), Idle: def.Limits.Idle.D(),
 		FirstQueued: now, QueuedAt: now}
 	requeue(&t, now)
+	// Pending, as every open turn, so the thread's view holds it.
+	th.Pending = append(slices.Clone(th.Pending), workflow.Turn{Step: t.Step, Role: t.Role, Instruction: t.Instruction})
 	c.Turns = append(c.Turns, t)
 	c.Events = append(c.Events, workflow.Event{At: now, Type: EventTurnQueued, Thread: th.ID, Step: t.Step, Role: t.Role,
 		Turn: t.ID, Attempt: 1, Message: t.Instruction})
@@ -107,6 +110,7 @@ func mergeAnswer(ctx context.Context, def *workflow.Definition, docs *workflow.D
 	th := &c.Thread
 	r := th.Round
 	th.Round, th.UpdatedAt = nil, now
+	th.Pending = slices.DeleteFunc(slices.Clone(th.Pending), func(p workflow.Turn) bool { return p.Step == t.Step })
 	th.Workspace = movedHead(th.Workspace, m.Commit)
 	if m.Error != nil {
 		step := req.Step
