@@ -37,9 +37,7 @@ func (r *runner) execMerge(ctx context.Context, remoteName string, t api.Turn) (
 	}
 	mt := workspace.Turn{Workspace: workspace.Workspace{Repo: w.Repo, Cloud: true, Base: w.Base, Branch: w.Branch, Head: work.From},
 		Key: key}
-	r.d.log.Warn("DEBUG merge start", "turn", t.Turn)
 	merged, err := r.ws.MergeRound(ctx, mt, r.d.config().Agent.Name, turns)
-	r.d.log.Warn("DEBUG merge done", "turn", t.Turn, "commit", merged.Commit, "err", err)
 	if ctx.Err() != nil {
 		return api.Response{}, false
 	}

@@ -57,7 +57,6 @@ func (r *runner) release(remoteName string, t api.Turn) {
 // answer's own commit.
 func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string, done func()) {
 	start := time.Now()
-	r.d.log.Warn("DEBUG run", "turn", t.Turn, "merge", t.Merge != nil, "parallel", t.Parallel)
 	cfg := r.d.config()
 	cl, err := remote.ForConfig(cfg, remoteName)
 	if err != nil {
@@ -105,7 +104,6 @@ func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string
 	r.deleteClaim(remoteName, t.Turn) // the outbox has it now
 	queued := time.Now()
 	ans, sent := r.d.outbox.sendNow(item)
-	r.d.log.Warn("DEBUG sent", "turn", t.Turn, "sent", sent, "status", ans.Status)
 	if m, ok := ans.Message(t, resp); sent && ok && t.Merge == nil {
 		r.hist.add(historyKey(remoteName, t), m)
 	}
