@@ -110,10 +110,10 @@ type claudeEvent struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"message"`
 	// result
-	IsError        bool    `json:"is_error"`
-	Result         string  `json:"result"`
-	TotalCostUSD   float64 `json:"total_cost_usd"`
-	APIErrorStatus *int    `json:"api_error_status"`
+	IsError        bool     `json:"is_error"`
+	Result         string   `json:"result"`
+	TotalCostUSD   *float64 `json:"total_cost_usd"`
+	APIErrorStatus *int     `json:"api_error_status"`
 	// Error is a string on Claude's assistant lines ("server_error") and
 	// an object {message} on Qwen's failed result, which has no result
 	// text.
@@ -194,17 +194,29 @@ func (p *claudeParser) finish(o outcome) (string, bool, string) {
 	return t.String(), t.truncated, ""
 }
 
-// addUsage records a result event's usage and cost (Claude's and Cursor's
-// alike) in u.
+// addUsage records a result event's usage and cost (Claude's, Qwen's and
+// Cursor's alike) in u.
 func (r *claudeEvent) addUsage(u *usage.Usage) {
 	if r.Usage != nil {
 		// Cache writes are input the model processed; cache reads are
 		// counted apart because they are billed apart.
-		u.InputTokens = r.Usage.InputTokens + r.Usage.CacheCreationInputTokens
-		u.OutputTokens = r.Usage.OutputTokens
-		u.CachedTokens = r.Usage.CacheReadInputTokens
+		u.InputTokens = usage.Int(r.Usage.InputTokens + r.Usage.CacheCreationInputTokens)
+		u.OutputTokens = usage.Int(r.Usage.OutputTokens)
+		u.CacheReadTokens = usage.Int(r.Usage.CacheReadInputTokens)
 	}
-	u.CostUSD = r.TotalCostUSD
+	if r.TotalCostUSD != nil {
+		u.CostUSD = cliCost(*r.TotalCostUSD, u.Tokens())
+	}
+}
+
+// cliCost is the cost a CLI reported, or nil when it is zero for tokens
+// spent: a CLI that does not know the model's price says 0, which is not
+// a cost but an unknown one (pricing may fill it).
+func cliCost(cost float64, tokens int64) *float64 {
+	if cost == 0 && tokens > 0 {
+		return nil
+	}
+	return usage.Float(cost)
 }
 
 // resultFailure says why a stream-json turn failed, judged by its last

@@ -147,9 +147,12 @@ func (p *codexParser) line(line []byte, _ bool) {
 	case "turn.completed":
 		p.completed, p.failed = true, ""
 		if ev.Usage != nil {
-			p.u.InputTokens += ev.Usage.InputTokens
-			p.u.CachedTokens += ev.Usage.CachedInputTokens
-			p.u.OutputTokens += ev.Usage.OutputTokens
+			// Codex counts cached input within input_tokens; nerve
+			// counts it apart (it is billed apart).
+			u := ev.Usage
+			p.u.InputTokens = usage.Int(val(p.u.InputTokens) + u.InputTokens - u.CachedInputTokens)
+			p.u.CacheReadTokens = usage.Int(val(p.u.CacheReadTokens) + u.CachedInputTokens)
+			p.u.OutputTokens = usage.Int(val(p.u.OutputTokens) + u.OutputTokens)
 		}
 	case "turn.failed":
 		p.completed = false

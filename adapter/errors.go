@@ -3,6 +3,7 @@ package adapter
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -103,4 +104,32 @@ func validUTF8Suffix(s string) string {
 		}
 	}
 	return s
+}
+
+// rateLimitRE matches what the CLIs say when the model's API refused for
+// rate or quota: HTTP 429 (codex: "last status: 429 Too Many Requests";
+// claude: "(api status 429)"; gemini: "code":429 and exit 173), the APIs'
+// own words (rate_limit_error, RESOURCE_EXHAUSTED, "Quota exceeded") and
+// the subscription CLIs' usage limits ("usage limit reached", "hit your
+// usage limit").
+var rateLimitRE = regexp.MustCompile(`(?i)\b429\b|too many requests|rate[ _-]?limit|resource[ _]exhausted|quota (exceeded|exhausted)|exceeded (your |the )?(current )?quota|usage limit|insufficient_quota`)
+
+// RateLimited reports whether err is a turn that failed because the
+// CLI's API refused for rate or quota (HTTP 429 and the CLIs' own quota
+// errors), read from its reason and the tail of its stderr. Such an
+// adapter is worth pausing; other failures are not.
+func RateLimited(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) || errors.Is(err, ErrTimeout) || errors.Is(err, ErrNotFound) {
+		return false
+	}
+	if rateLimitRE.MatchString(e.Reason) {
+		return true
+	}
+	for _, l := range e.StderrTail {
+		if rateLimitRE.MatchString(l) && !strings.Contains(strings.ToLower(l), "disk quota") {
+			return true
+		}
+	}
+	return false
 }

@@ -162,7 +162,10 @@ func (p *geminiParser) line(line []byte, _ bool) {
 	case "result":
 		p.result = &ev
 		if s := ev.Stats; s != nil {
-			p.u.InputTokens, p.u.OutputTokens, p.u.CachedTokens = s.InputTokens, s.OutputTokens, s.Cached
+			// Gemini counts cached input within input_tokens; nerve
+			// counts it apart (it is billed apart).
+			p.u.InputTokens = usage.Int(s.InputTokens - s.Cached)
+			p.u.OutputTokens, p.u.CacheReadTokens = usage.Int(s.OutputTokens), usage.Int(s.Cached)
 			// With model "auto" a small router model runs too; the model
 			// that answered is the one that used the most tokens.
 			var best int64 = -1

@@ -124,6 +124,7 @@ type opencodeEvent struct {
 // event came after it.
 type opencodeParser struct {
 	u        usage.Usage
+	cost     float64 // the steps' costs so far
 	text     textBuf
 	finished string // the last step_finish's reason; "" while a step runs
 	err      string
@@ -159,11 +160,12 @@ func (p *opencodeParser) line(line []byte, _ bool) {
 			p.finished = "stop"
 		}
 		if t := part.Tokens; t != nil {
-			p.u.InputTokens += t.Input + t.Cache.Write
-			p.u.OutputTokens += t.Output
-			p.u.CachedTokens += t.Cache.Read
+			p.u.InputTokens = usage.Int(val(p.u.InputTokens) + t.Input + t.Cache.Write)
+			p.u.OutputTokens = usage.Int(val(p.u.OutputTokens) + t.Output)
+			p.u.CacheReadTokens = usage.Int(val(p.u.CacheReadTokens) + t.Cache.Read)
 		}
-		p.u.CostUSD += part.Cost
+		p.cost += part.Cost
+		p.u.CostUSD = cliCost(p.cost, p.u.Tokens())
 	case "error":
 		p.err = opencodeError(ev.Error)
 	}

@@ -20,6 +20,11 @@ type Spec struct {
 	Permissions string            `yaml:"permissions" json:"permissions,omitempty"`
 	Env         map[string]string `yaml:"env" json:"env,omitempty"`
 	Args        []string          `yaml:"args" json:"args,omitempty"`
+	// DailyUSD and DailyTokens cap what the instance may spend per UTC
+	// day (nil: no cap). The daemon enforces them, not the adapter: past
+	// one it starts no turn with the instance until 00:00 UTC.
+	DailyUSD    *float64 `yaml:"daily_usd" json:"daily_usd,omitempty"`
+	DailyTokens *int64   `yaml:"daily_tokens" json:"daily_tokens,omitempty"`
 }
 
 // SpecError is a problem with an adapter instance's Spec. Field is the

@@ -180,3 +180,11 @@ func noResult(event string, last []string) string {
 	}
 	return s + "; no output"
 }
+
+// val is a counted figure, 0 while none was reported.
+func val(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}

@@ -98,6 +98,16 @@ func TestBadFiles(t *testing.T) {
 		{"reflex unknown adapter", "remotes: {o: {url: 'http://x'}}\nsenses:\n  - {name: t, kind: khala, remote: o}\nreflexes:\n  - on: t\n    do: turn\n    adapter: nope\n", `unknown adapter "nope"`, 7},
 		{"turn reflex on an interval sense", "senses:\n  - {name: t, kind: interval, every: 1m}\nreflexes:\n  - on: t\n    do: turn\n    adapter: claude\n", `do: turn runs turns claimed by a khala sense; "t" is an interval sense`, 5},
 		{"bad log level", "log:\n  level: loud\n", `unknown level "loud"`, 2},
+		{"negative price", "pricing:\n  gpt-test:\n    input: -1\n", "pricing.gpt-test.input: must be a non-negative USD amount", 3},
+		{"price not a number", "pricing:\n  gpt-test:\n    output: cheap\n", "pricing.gpt-test.output", 3},
+		{"unknown price key", "pricing:\n  gpt-test:\n    inptu: 1\n", `unknown key "inptu" (did you mean "input"?)`, 3},
+		{"pricing not a map", "pricing: [1, 2]\n", "pricing", 1},
+		{"negative daily_usd", "adapters:\n  claude:\n    daily_usd: -1\n", "adapters.claude.daily_usd: must be a number of dollars, 0 or more, got -1", 3},
+		{"daily_usd not a number", "adapters:\n  claude:\n    daily_usd: lots\n", "adapters.claude.daily_usd", 3},
+		{"negative daily_tokens", "adapters:\n  fast:\n    type: claude\n    daily_tokens: -5\n", "adapters.fast.daily_tokens: must not be negative, got -5", 4},
+		{"metrics on every interface", "daemon:\n  metrics_addr: 0.0.0.0:9464\n", `daemon.metrics_addr: "0.0.0.0:9464" is not a loopback address`, 2},
+		{"metrics on a host name", "daemon:\n  metrics_addr: example.com:9464\n", "is not a loopback address", 2},
+		{"metrics without a port", "daemon:\n  metrics_addr: 127.0.0.1\n", "is not host:port", 2},
 		{"extract without model", "extract:\n  base_url: http://127.0.0.1:1/v1\n", "extract.model: is required", 1},
 	}
 	for _, tc := range cases {
@@ -128,6 +138,30 @@ func TestBadFiles(t *testing.T) {
 				t.Fatal("a config error must exit 2")
 			}
 		})
+	}
+}
+
+func TestPricingLoads(t *testing.T) {
+	cfg, err := load(t, "pricing:\n  gpt-test: {input: 2.5, output: 10, cache_read: 0.25}\n  Claude 4 Sonnet: {input: 3}\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.Pricing["gpt-test"]; p.Input != 2.5 || p.Output != 10 || p.CacheRead != 0.25 {
+		t.Fatalf("pricing %+v", cfg.Pricing)
+	}
+	if p := cfg.Pricing["Claude 4 Sonnet"]; p.Input != 3 {
+		t.Fatalf("a model name keeps its case: %+v", cfg.Pricing)
+	}
+}
+
+func TestCapsAndMetricsLoad(t *testing.T) {
+	cfg, err := load(t, "daemon: {metrics_addr: '[::1]:0'}\nadapters:\n  claude: {daily_usd: 2.5, daily_tokens: 0}\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := cfg.AdapterConfig("claude")
+	if a.DailyUSD == nil || *a.DailyUSD != 2.5 || a.DailyTokens == nil || *a.DailyTokens != 0 || cfg.Daemon.MetricsAddr != "[::1]:0" {
+		t.Fatalf("caps %+v, metrics %q", a, cfg.Daemon.MetricsAddr)
 	}
 }
 

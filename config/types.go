@@ -2,6 +2,7 @@ package config
 
 import (
 	"github.com/nerve-agents/nerve/adapter"
+	"github.com/nerve-agents/nerve/internal/usage"
 	"github.com/nerve-agents/nerve/internal/yamlfile"
 )
 
@@ -19,6 +20,9 @@ type Config struct {
 	Knowledge *Endpoint          `yaml:"knowledge" json:"knowledge,omitempty"`
 	Log       Log                `yaml:"log" json:"log"`
 	Daemon    Daemon             `yaml:"daemon" json:"daemon"`
+	// Pricing is USD per million tokens by model: it fills a message's
+	// cost when the CLI reports tokens only.
+	Pricing map[string]usage.Price `yaml:"pricing" json:"pricing,omitempty"`
 
 	// File is the nerve.yaml this was read from; empty when none exists.
 	File string `yaml:"-" json:"file,omitempty"`
@@ -90,6 +94,10 @@ type Daemon struct {
 	StallAfter yamlfile.Duration `yaml:"stall_after" json:"stall_after"`
 	// MaxSpawnDepth bounds how deep child threads nest (0: the default, 3).
 	MaxSpawnDepth int `yaml:"max_spawn_depth" json:"max_spawn_depth"`
+	// MetricsAddr, when set, is a loopback host:port where the daemon
+	// serves Prometheus /metrics (spend, caps, pauses, turns); off by
+	// default.
+	MetricsAddr string `yaml:"metrics_addr" json:"metrics_addr,omitempty"`
 }
 
 // RemoteURL returns the URL of the named remote.

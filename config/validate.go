@@ -4,10 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/nerve-agents/nerve/internal/usage"
 
 	"github.com/nerve-agents/nerve/adapter"
 	"github.com/nerve-agents/nerve/internal/yamlfile"
@@ -49,8 +54,14 @@ func Validate(cfg *Config, lines yamlfile.Lines) yamlfile.Errors {
 			v.add(p+".url", "%q is not an http(s) URL", cfg.Remotes[name].URL)
 		}
 	}
+	if cfg.Daemon.MetricsAddr != "" {
+		if err := checkLoopback(cfg.Daemon.MetricsAddr); err != nil {
+			v.add("daemon.metrics_addr", "%s", err)
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Adapters)) {
 		v.adapter(name, cfg.Adapters[name])
+		v.caps(name, cfg.Adapters[name])
 	}
 	senses := map[string]Sense{}
 	for i, s := range cfg.Senses {
@@ -100,6 +111,9 @@ func Validate(cfg *Config, lines yamlfile.Lines) yamlfile.Errors {
 		default:
 			v.add(p+".do", "unknown action %q (want one of %v)", r.Do, reflexDos)
 		}
+	}
+	for _, model := range slices.Sorted(maps.Keys(cfg.Pricing)) {
+		v.price(model, cfg.Pricing[model])
 	}
 	v.endpoint("extract", cfg.Extract)
 	v.endpoint("knowledge", cfg.Knowledge)
@@ -160,6 +174,36 @@ func (v *validator) adapter(name string, a Adapter) {
 	}
 }
 
+// caps checks an instance's daily caps: a cap is a ceiling, never
+// negative (0 lets no turn start).
+func (v *validator) caps(name string, a Adapter) {
+	if c := a.DailyUSD; c != nil && (*c < 0 || math.IsNaN(*c) || math.IsInf(*c, 0)) {
+		v.add("adapters."+name+".daily_usd", "must be a number of dollars, 0 or more, got %v", *c)
+	}
+	if c := a.DailyTokens; c != nil && *c < 0 {
+		v.add("adapters."+name+".daily_tokens", "must not be negative, got %d", *c)
+	}
+}
+
+// checkLoopback accepts host:port on a loopback address only: /metrics
+// has no token, so it must not be reachable from other machines.
+func checkLoopback(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port (e.g. 127.0.0.1:9464)", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q: bad port %q", addr, port)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%q is not a loopback address: /metrics has no token, so it listens on 127.0.0.1 or ::1 only", addr)
+	}
+	return nil
+}
+
 func (v *validator) endpoint(section string, e *Endpoint) {
 	if e == nil {
 		return
@@ -172,6 +216,23 @@ func (v *validator) endpoint(section string, e *Endpoint) {
 	}
 	if e.Model == "" {
 		v.add(section+".model", "is required")
+	}
+}
+
+// price checks one model's pricing: USD per million tokens, none negative.
+func (v *validator) price(model string, p usage.Price) {
+	field := "pricing." + model
+	if strings.TrimSpace(model) == "" {
+		v.add("pricing", "a model name must not be empty")
+		return
+	}
+	for _, f := range []struct {
+		key string
+		usd float64
+	}{{"input", p.Input}, {"output", p.Output}, {"cache_read", p.CacheRead}} {
+		if f.usd < 0 || math.IsNaN(f.usd) || math.IsInf(f.usd, 0) {
+			v.add(field+"."+f.key, "must be a non-negative USD amount per million tokens, got %v", f.usd)
+		}
 	}
 }
 

@@ -148,7 +148,7 @@ type UsageReport struct {
 type UsageRow struct {
 	Key   string
 	Turns int
-	usage.Usage
+	usage.Totals
 }
 
 // InboxItem is a human turn waiting for an answer.

@@ -45,7 +45,12 @@ var funcs = template.FuncMap{
 		}
 		return string(b)
 	},
-	"cost":   func(f float64) string { return fmt.Sprintf("$%.4f", f) },
+	"cost": func(f *float64) string {
+		if f == nil {
+			return "—" // unknown: the CLI gave none and no pricing applies
+		}
+		return fmt.Sprintf("$%.4f", *f)
+	},
 	"tokens": tokens,
 	"count": func(n int) string {
 		if n < 0 {
@@ -57,9 +62,9 @@ var funcs = template.FuncMap{
 		if u == nil {
 			return ""
 		}
-		s := fmt.Sprintf("%s in · %s out", tokens(u.InputTokens), tokens(u.OutputTokens))
-		if u.CostUSD > 0 {
-			s += fmt.Sprintf(" · $%.4f", u.CostUSD)
+		s := fmt.Sprintf("%s in · %s out", tokenCount(u.InputTokens), tokenCount(u.OutputTokens))
+		if u.CostUSD != nil {
+			s += fmt.Sprintf(" · $%.4f", *u.CostUSD)
 		}
 		if u.Model != "" {
 			s = u.Model + " · " + s
@@ -86,6 +91,14 @@ var funcs = template.FuncMap{
 }
 
 // tokens writes a count the way people read it: 1234 → 1.2k.
+// tokenCount is a figure a CLI may not have given: "—" when it did not.
+func tokenCount(n *int64) string {
+	if n == nil {
+		return "—"
+	}
+	return tokens(*n)
+}
+
 func tokens(n int64) string {
 	switch {
 	case n >= 1_000_000:

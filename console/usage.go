@@ -33,13 +33,7 @@ func (s *UsageSum) Add(wf string, m workflow.Message) {
 			s.by[i][key] = r
 		}
 		r.Turns++
-		if u := m.Usage; u != nil {
-			r.InputTokens += u.InputTokens
-			r.OutputTokens += u.OutputTokens
-			r.CachedTokens += u.CachedTokens
-			r.CostUSD += u.CostUSD
-			r.DurationMS += u.DurationMS
-		}
+		r.Totals.Add(m.Usage)
 	}
 }
 
@@ -54,9 +48,17 @@ func (s *UsageSum) Report(scope string) *UsageReport {
 			if byKey {
 				return cmp.Compare(b.Key, a.Key)
 			}
-			return cmp.Or(cmp.Compare(b.CostUSD, a.CostUSD), cmp.Compare(b.InputTokens+b.OutputTokens, a.InputTokens+a.OutputTokens), cmp.Compare(a.Key, b.Key))
+			return cmp.Or(cmp.Compare(costOf(b), costOf(a)), cmp.Compare(b.InputTokens+b.OutputTokens, a.InputTokens+a.OutputTokens), cmp.Compare(a.Key, b.Key))
 		})
 		return out
 	}
 	return &UsageReport{Scope: scope, ByWorkflow: rows(0, false), ByAgent: rows(1, false), ByModel: rows(2, false), ByDay: rows(3, true)}
+}
+
+// costOf is a row's known cost (0 when none is known), for sorting.
+func costOf(r UsageRow) float64 {
+	if r.CostUSD == nil {
+		return 0
+	}
+	return *r.CostUSD
 }

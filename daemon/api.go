@@ -72,6 +72,33 @@ type Status struct {
 	Threads     int          `json:"running_threads"`
 	ActiveTurns []ActiveTurn `json:"active_turns"`
 	Senses      []SenseState `json:"senses"`
+	// Adapters are those with a daily cap, spend today or turns since
+	// the daemon started: spent/cap, and whether each is held back.
+	Adapters []AdapterStatus `json:"adapters"`
+}
+
+// AdapterStatus is one adapter's spend today against its caps, and its
+// back-off. Caps and times are null when there are none.
+type AdapterStatus struct {
+	Name string `json:"name"`
+	// Day is the UTC day the spend is of.
+	Day         string   `json:"day"`
+	SpentUSD    float64  `json:"spent_usd"`
+	SpentTokens int64    `json:"spent_tokens"`
+	DailyUSD    *float64 `json:"daily_usd"`
+	DailyTokens *int64   `json:"daily_tokens"`
+	// State is "ok", "capped" (no turn starts until 00:00 UTC) or
+	// "paused" (after rate limits; local turns wait).
+	State string `json:"state"`
+	// Reason says why it is capped or paused; null when ok.
+	Reason      *string    `json:"reason"`
+	PausedUntil *time.Time `json:"paused_until"`
+	// RateLimited counts its rate-limited answers in a row.
+	RateLimited  int `json:"rate_limited_in_a_row"`
+	WaitingTurns int `json:"waiting_turns"`
+	// Turns counts the turns that ended since the daemon started, by
+	// outcome (ok, failed, rate_limited, budget).
+	Turns map[string]int64 `json:"turns"`
 }
 
 // ConfigState says which nerve.yaml is in force and how its last reload went.

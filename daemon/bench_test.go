@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/reflex"
 	"github.com/nerve-agents/nerve/store"
 	"github.com/nerve-agents/nerve/workflow"
 	"github.com/nerve-agents/nerve/workspace"
-	bolt "go.etcd.io/bbolt"
 )
 
 // BenchmarkTurn compares one turn of a local thread (moderator, bbolt
@@ -54,6 +56,10 @@ func BenchmarkTurn(b *testing.B) {
 		}
 	})
 	b.Run("local-thread", func(b *testing.B) { benchLocalThread(b, truePath, false) })
+	// A claude-type agent (a script printing a result event with a cost)
+	// under a daily cap: each turn's answer is charged to the adapter's day
+	// in its commit, and the cap is read before each turn.
+	b.Run("local-thread-spending", func(b *testing.B) { benchLocalThread(b, "claude", false) })
 	// The same thread with a workspace: each turn opens the thread's
 	// worktree (reused), and its Finish finds nothing to commit.
 	b.Run("local-thread-workspace", func(b *testing.B) { benchLocalThread(b, truePath, true) })
@@ -77,12 +83,21 @@ func benchLocalThread(b *testing.B, agent string, withWorkspace bool) {
 			}
 		}
 		cfg.Adapters["true"] = config.Adapter{Type: "exec", Command: []string{agent}}
+		if agent == "claude" {
+			script := filepath.Join(home, "claude.sh")
+			if err := os.WriteFile(script, []byte(benchClaude), 0o700); err != nil {
+				b.Fatal(err)
+			}
+			capUSD := 1e9
+			cfg.Adapters["true"] = config.Adapter{Type: "claude", Binary: script, DailyUSD: &capUSD}
+		}
 		st, err := store.Open(config.Paths{Home: home}.DB(), time.Second)
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer st.Close()
 		d := &Daemon{paths: config.Paths{Home: home}, log: slog.New(slog.DiscardHandler), store: st, cfg: cfg}
+		d.gate = reflex.NewGate(d.config, st, d.log)
 		r := newRunner(d, context.Background())
 		def, err := workflow.Parse("bench.yaml", []byte(`workflow: bench
 moderator: 'step < input.n ? {"role": "w", "instruction": "go"} : {"done": true}'
@@ -132,9 +147,17 @@ roles:
 		if withWorkspace && (msgs[0].Commit == "" || th.Workspace == nil) {
 			b.Fatalf("no workspace at work: %+v %+v", msgs[0], th.Workspace)
 		}
+		if sp, _ := st.Spent(time.Now().UTC().Format(store.DayFormat)); agent == "claude" && sp["true"].Turns != int64(b.N) {
+			b.Fatalf("spend charged for %d turns of %d", sp["true"].Turns, b.N) // (a run across midnight: rerun)
+		}
 		b.ReportMetric(float64(b.N), "turns")
 	}
 }
+
+// benchClaude answers a turn as Claude Code does, with a cost.
+const benchClaude = `#!/bin/sh
+echo '{"type":"result","subtype":"success","is_error":false,"result":"ok","session_id":"s","total_cost_usd":0.01,"usage":{"input_tokens":100,"output_tokens":10}}'
+`
 
 // BenchmarkModerator evaluates the code-review example's moderator against
 // a thread of four messages.

@@ -101,6 +101,10 @@ func (r *runner) childDefinition(t *workflow.Thread, name string) (*workflow.Def
 // (as text, and as meta when it is structured), or its error.
 func childMessage(c *workflow.Thread) workflow.Message {
 	m := workflow.Message{Child: workflow.Ref{Workflow: c.Workflow, Thread: c.ID}.String()}
+	if c.Usage.Messages > 0 {
+		tot := c.Usage
+		m.ChildUsage = &tot // counts in the parent's totals
+	}
 	if c.Status != workflow.StatusCompleted {
 		m.Error = &workflow.MessageError{Kind: workflow.ErrorKindChild,
 			Message: fmt.Sprintf("child %s %s: %s", m.Child, c.Status, c.Error)}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/internal/atomicfile"
+	"github.com/nerve-agents/nerve/reflex"
 	"github.com/nerve-agents/nerve/sense"
 	"github.com/nerve-agents/nerve/store"
 	"github.com/nerve-agents/nerve/workflow"
@@ -43,6 +44,7 @@ type Daemon struct {
 
 	outbox   *outbox
 	capacity *sense.Capacity
+	gate     *reflex.Gate // daily caps and rate-limit back-off, per adapter
 	rdefs    remoteDefs
 
 	mu       sync.RWMutex
@@ -99,11 +101,21 @@ func Run(ctx context.Context, opts Options) error {
 		cfgState: ConfigState{File: cfg.File, LoadedAt: time.Now().UTC()}}
 	workCtx, killWork := context.WithCancel(context.Background())
 	defer killWork()
+	d.gate = reflex.NewGate(d.config, st, logger)
 	d.runner = newRunner(d, workCtx)
 	d.outbox = newOutbox(d)
 	d.capacity = sense.NewCapacity(cfg.Agent.MaxConcurrentTurns)
 	d.rdefs.defs = map[string]*workflow.Definition{}
 	d.rdefs.byThread = map[string]*workflow.Definition{}
+
+	if addr := cfg.Daemon.MetricsAddr; addr != "" {
+		_, stopMetrics, err := d.serveMetrics(addr)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stopMetrics()
+	}
 
 	var watch func(context.Context)
 	if opts.Load != nil {

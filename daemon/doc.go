@@ -2,5 +2,6 @@
 // owns nerve.db, runs local threads through adapters, and serves its
 // control API as HTTP/JSON on the unix socket nerve.sock. The CLI is its
 // client (Client), as docker is dockerd's. It also starts itself in the
-// background for the CLI (Spawn).
+// background for the CLI (Spawn), and, when daemon.metrics_addr is set,
+// serves Prometheus /metrics on a loopback address.
 package daemon

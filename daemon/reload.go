@@ -56,6 +56,10 @@ func (d *Daemon) reload() {
 	// The senses are restarted outside the lock: a sense delivering a
 	// signal reads the config.
 	d.capacity.SetMax(cfg.Agent.MaxConcurrentTurns)
+	d.gate.Changed() // a cap may have been raised: held turns look again
+	if cfg.Daemon.MetricsAddr != d.opts.Config.Daemon.MetricsAddr {
+		d.log.Warn("daemon.metrics_addr changed; it takes effect when the daemon restarts", "metrics_addr", cfg.Daemon.MetricsAddr)
+	}
 	if old != nil {
 		old.stop()
 	}

@@ -63,6 +63,13 @@ func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string
 		r.d.log.Error("remote turn", "remote", remoteName, "err", err)
 		return
 	}
+	if h, _ := r.d.gate.Check(adapterName); h != nil {
+		// Held back since it was claimed (a cap reached, a pause): another
+		// agent may take it now, where this one would have to wait.
+		r.d.log.Info("giving back a claimed turn: its adapter is held back", "turn", t.Turn, "why", h.Reason)
+		r.release(remoteName, t)
+		return
+	}
 	if err := r.putClaim(claimRecord{Remote: remoteName, Turn: t, Adapter: adapterName, StartedAt: time.Now().UTC()}); err != nil {
 		r.d.log.Error("record claim", "turn", t.Turn, "err", err)
 		r.release(remoteName, t)

@@ -47,7 +47,9 @@ func (d *Daemon) startSenses(cfg *config.Config) *senseSet {
 				set.idle[sc.Name] = fmt.Sprintf("not started: no token for %s (nerve init --remote %s=URL --enroll-token T)", sc.Remote, sc.Remote)
 				continue
 			}
-			s = sense.NewKhala(sc.Name, cl, d.capacity, sc.Workflows, sc.Roles, d.log)
+			k := sense.NewKhala(sc.Name, cl, d.capacity, sc.Workflows, sc.Roles, d.log)
+			k.Adapter, k.Gate = reflexes.TurnAdapter(sc.Name), d.gate
+			s = k
 		}
 		set.senses = append(set.senses, s)
 		set.wg.Add(1)

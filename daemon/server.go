@@ -32,6 +32,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("GET /v1/threads/{id}/events", d.handleEvents)
 	mux.HandleFunc("POST /v1/threads/{id}/answer", d.handleAnswer)
 	mux.HandleFunc("GET /v1/inbox", d.handleInbox)
+	mux.HandleFunc("GET /v1/usage", d.handleUsage)
 	mux.HandleFunc("POST /v1/notify", d.handleNotify)
 	mux.HandleFunc("POST /v1/shutdown", d.handleShutdown)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -53,7 +54,7 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 	used, _ := d.capacity.Used()
 	st := Status{PID: os.Getpid(), Home: d.paths.Home, Version: d.opts.Version, StartedAt: d.start,
 		Config: cs, Capacity: cfg.Agent.MaxConcurrentTurns, ClaimedSlots: used, Threads: d.runner.running(),
-		ActiveTurns: d.runner.activeTurns(), Senses: []SenseState{}}
+		ActiveTurns: d.runner.activeTurns(), Senses: []SenseState{}, Adapters: d.adapterStatus()}
 	d.mu.RLock()
 	if d.senses != nil {
 		st.Senses = d.senses.states(cfg)

@@ -23,6 +23,7 @@ func newExecutor(d *Daemon, r *runner) *reflex.Executor {
 		Tracker:    r,
 		Log:        d.log,
 		Workspaces: r.ws,
+		Gate:       d.gate,
 	})
 }
 

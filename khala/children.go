@@ -224,6 +224,10 @@ func childEnded(ctx context.Context, defs *defCache, v *khaladb.ThreadView, chil
 	}
 	ref := child.Workflow + "#" + child.ID
 	m := workflow.Message{Child: ref, Content: resultText(child.Result)}
+	if child.Usage.Messages > 0 {
+		tot := child.Usage
+		m.ChildUsage = &tot
+	}
 	if child.Status == workflow.StatusCompleted {
 		if obj, ok := child.Result.(map[string]any); ok {
 			m.Meta = obj

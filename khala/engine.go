@@ -103,6 +103,11 @@ func closeTurn(ctx context.Context, def *workflow.Definition, docs *workflow.Doc
 	if !parallelStep(&c.Thread, t.Step) {
 		c.Thread.Workspace = movedHead(c.Thread.Workspace, m.Commit)
 	}
+	c.Thread.RecountUsage(v.Messages)
+	spend(c, m)
+	if stopOverBudget(def, v, c, t.ID, now) {
+		return c, nil
+	}
 	if len(c.Thread.Pending) > 0 {
 		return c, nil // parallel turns: the moderator waits for all of them
 	}

@@ -80,6 +80,10 @@ func testRefusals(t *testing.T, bk backend) {
 		{"GET", "/v1/threads/" + id + "/messages?step=x", nil, 400, codeBadRequest},
 		{"GET", "/v1/threads/" + id + "/messages?since=yesterday", nil, 400, codeBadRequest},
 		{"GET", "/v1/threads/" + id + "/events?after=-3", nil, 400, codeBadRequest},
+		{"GET", "/v1/usage?by=colour", nil, 400, codeBadRequest},
+		{"GET", "/v1/usage?since=yesterday", nil, 400, codeBadRequest},
+		{"GET", "/v1/usage?since=2026-13-01", nil, 400, codeBadRequest},
+		{"GET", "/v1/usage?thread=thread-999", nil, 404, codeNotFound},
 		// definitions and inputs
 		{"PUT", "/v1/workflows/pair", map[string]string{"source": "workflow: [unclosed"}, 400, codeInvalidWF},
 		{"PUT", "/v1/workflows/pair", map[string]string{"source": strings.Replace(pairWF, "pair", "other", 1)}, 400, codeInvalidWF},

@@ -176,6 +176,7 @@ func (s *Server) Handler() http.Handler {
 		route{method: "GET", auth: authAdmin, h: s.handleAdminUsers},
 		route{method: "POST", auth: authAdmin, h: s.handleAdminAddUser})
 	add("/v1/admin/users/{name}", route{method: "DELETE", auth: authAdmin, h: s.handleAdminRemoveUser})
+	add("/v1/usage", route{method: "GET", auth: authAgent, h: s.handleUsage})
 	add("/metrics", route{method: "GET", auth: authAgent, h: s.handleMetrics})
 	mux.Handle("/", s.consoleHandler(s.opts.PersonAuth))
 	return s.middleware(mux)

@@ -132,7 +132,13 @@ func (w *sweeper) apply(ctx context.Context, d khaladb.DueTurn, now time.Time) {
 	var c *khaladb.ThreadChange
 	err := s.store.UpdateThread(ctx, d.Thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
 		if d.Kind == khaladb.DueExpired {
-			c = expire(v, d, now)
+			def, err := s.defs.get(ctx, v.Thread.SourceHash)
+			if err != nil {
+				return nil, err
+			}
+			if c = expireOverBudget(def, v, d, now); c == nil {
+				c = expire(v, d, now)
+			}
 		} else {
 			c = idle(v, d, now)
 		}

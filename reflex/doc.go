@@ -9,5 +9,8 @@
 // branch (NERVE_WORKDIR); after the adapter answers, its work is committed
 // and published (the branch moved, or pushed with a lease), and a failure
 // of either is the turn's error of kind workspace. A turn killed or
-// cancelled publishes nothing.
+// cancelled publishes nothing. The Gate holds turns back per adapter: past
+// a daily cap a turn fails with kind budget; after three rate-limited
+// answers in a row the adapter is paused (30 s, doubling to 30 min) and
+// turns wait.
 package reflex

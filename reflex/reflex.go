@@ -69,13 +69,18 @@ func (s *Set) Handle(sig Signal) {
 
 // WantsTurns reports whether sense has a do: turn reflex: a khala sense
 // without one would claim turns only to give them back.
-func (s *Set) WantsTurns(senseName string) bool {
+func (s *Set) WantsTurns(senseName string) bool { return s.TurnAdapter(senseName) != "" }
+
+// TurnAdapter is the adapter that runs the turns sense claims (its first
+// do: turn reflex's), "" when none does: the khala sense claims nothing
+// while the gate holds that adapter back.
+func (s *Set) TurnAdapter(senseName string) string {
 	for _, r := range s.rules {
 		if r.On == senseName && r.Do == "turn" {
-			return true
+			return r.Adapter
 		}
 	}
-	return false
+	return ""
 }
 
 // Signal is something a sense noticed.

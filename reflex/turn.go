@@ -136,6 +136,10 @@ type Deps struct {
 	// Workspaces prepare the worktrees of turns with a workspace; nil
 	// fails such turns with kind workspace.
 	Workspaces Workspaces
+	// Gate holds turns back past an adapter's daily cap (they fail with
+	// kind budget) and while it is paused after rate limits (they wait),
+	// and is told how each turn ended; nil holds nothing back.
+	Gate *Gate
 	// NewAdapter makes an adapter instance; nil means adapter.New.
 	NewAdapter func(name string, c config.Adapter) (adapter.Adapter, error)
 }
@@ -158,10 +162,12 @@ func NewExecutor(deps Deps) *Executor {
 	return &Executor{deps: deps, path: pathWithNerve(os.Getenv("PATH"), deps.Executable)}
 }
 
-// Run executes t: snapshot, adapter with its environment, detections,
-// usage, structured output. Failures come back in the answer's Error
-// (kinds adapter, timeout, extract); ok is false only when ctx ended the
-// turn first, and then there is no answer.
+// Run executes t: daily cap and back-off, snapshot, adapter with its
+// environment, detections, usage, structured output. Failures come back
+// in the answer's Error (kinds adapter, timeout, extract, budget); ok is
+// false only when ctx ended the turn first, and then there is no answer.
+// While the adapter is paused after rate limits the turn waits, before it
+// counts as started.
 func (x *Executor) Run(ctx context.Context, t *Turn) (a Answer, ok bool) {
 	cfg := x.deps.Config()
 	fail := func(kind string, err error) (Answer, bool) {
@@ -171,6 +177,14 @@ func (x *Executor) Run(ctx context.Context, t *Turn) (a Answer, ok bool) {
 	ad, err := x.adapter(cfg, t.Adapter)
 	if err != nil {
 		return fail(KindAdapter, err)
+	}
+	if g := x.deps.Gate; g != nil {
+		if err := g.Wait(ctx, t.Adapter); err != nil {
+			if ctx.Err() != nil {
+				return Answer{}, false
+			}
+			return fail(KindBudget, err)
+		}
 	}
 	snap, err := x.deps.Snapshots.Update(t.Key, t.History)
 	if err != nil {
@@ -223,10 +237,14 @@ func (x *Executor) Run(ctx context.Context, t *Turn) (a Answer, ok bool) {
 	if ctx.Err() != nil {
 		return Answer{}, false
 	}
+	if x.deps.Gate != nil {
+		x.deps.Gate.Ended(t.Adapter, err)
+	}
 	if err != nil {
 		var ae *adapter.Error
 		if errors.As(err, &ae) && ae.Usage != nil {
 			a.Usage = ae.Usage // tokens spent on a failed turn still count
+			usage.Priced(a.Usage, cfg.Pricing)
 			x.checkToolErrors(t, ae.Usage)
 		}
 		if errors.Is(err, adapter.ErrTimeout) {
@@ -235,6 +253,7 @@ func (x *Executor) Run(ctx context.Context, t *Turn) (a Answer, ok bool) {
 		return fail(KindAdapter, err)
 	}
 	a.Content, a.Usage = res.Content, &res.Usage
+	usage.Priced(a.Usage, cfg.Pricing)
 	x.checkToolErrors(t, &res.Usage)
 	var role *workflow.Role
 	if t.RoleDef != nil {

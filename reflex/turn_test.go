@@ -129,7 +129,7 @@ func answer(content string, u usage.Usage) func(context.Context, adapter.Request
 // take no time and a stall is raised exactly when it is due.
 func TestTurnExecutorRun(t *testing.T) {
 	plain, shaped := roles(t)
-	spent := usage.Usage{InputTokens: 10, OutputTokens: 5}
+	spent := usage.Usage{InputTokens: usage.Int(10), OutputTokens: usage.Int(5)}
 	cases := []struct {
 		name    string
 		adapter string // default "fake"
@@ -184,6 +184,22 @@ func TestTurnExecutorRun(t *testing.T) {
 			run: func(context.Context, adapter.Request) (*adapter.Result, error) {
 				return nil, &adapter.Error{Adapter: "fake", Reason: "no result event", ExitStatus: 1, Usage: &usage.Usage{ToolErrors: 7}}
 			}},
+		{name: "pricing fills a cost from tokens", role: plain, run: answer("done", usage.Usage{Model: "m-priced",
+			InputTokens: usage.Int(1000), OutputTokens: usage.Int(100), CacheReadTokens: usage.Int(2000)}), wantOK: true, wantContent: "done",
+			wantUsage: &usage.Usage{Model: "m-priced", InputTokens: usage.Int(1000), OutputTokens: usage.Int(100),
+				CacheReadTokens: usage.Int(2000), CostUSD: usage.Float(0.004)}},
+		{name: "the CLI's own cost is kept", role: plain, run: answer("done", usage.Usage{Model: "m-priced",
+			InputTokens: usage.Int(1000), CostUSD: usage.Float(0.5)}), wantOK: true, wantContent: "done",
+			wantUsage: &usage.Usage{Model: "m-priced", InputTokens: usage.Int(1000), CostUSD: usage.Float(0.5)}},
+		{name: "an unpriced model's cost stays unknown", role: plain, run: answer("done", usage.Usage{Model: "m-other",
+			InputTokens: usage.Int(1000)}), wantOK: true, wantContent: "done",
+			wantUsage: &usage.Usage{Model: "m-other", InputTokens: usage.Int(1000)}},
+		{name: "a failed turn's tokens are priced", role: plain, wantOK: true, wantKind: KindTimeout, wantErr: "timed out",
+			wantUsage: &usage.Usage{Model: "m-priced", OutputTokens: usage.Int(1000), CostUSD: usage.Float(0.01)},
+			run: func(context.Context, adapter.Request) (*adapter.Result, error) {
+				return nil, &adapter.Error{Adapter: "fake", Reason: "timed out after 1s", ExitStatus: -1, Err: adapter.ErrTimeout,
+					Usage: &usage.Usage{Model: "m-priced", OutputTokens: usage.Int(1000)}}
+			}},
 		{name: "unknown adapter", adapter: "ghost", role: plain, run: answer("never", spent), wantOK: true,
 			wantKind: KindAdapter, wantErr: `unknown adapter "ghost" on agent tester`},
 		{name: "cancelled", role: plain, cancel: true, wantOK: false,
@@ -198,6 +214,7 @@ func TestTurnExecutorRun(t *testing.T) {
 				rec := newRecorder()
 				cfg := config.Defaults(t.TempDir())
 				cfg.Agent.Name = "tester"
+				cfg.Pricing = map[string]usage.Price{"m-priced": {Input: 2, Output: 10, CacheRead: 0.5}}
 				cfg.Adapters["fake"] = config.Adapter{Type: "exec", Command: []string{"nerve", "thread", "messages"}}
 				cfg.Daemon.StallAfter = yamlfile.Duration(time.Second)
 				var made []string
@@ -243,7 +260,7 @@ func TestTurnExecutorRun(t *testing.T) {
 				if fmt.Sprint(a.Meta) != fmt.Sprint(tc.wantMeta) {
 					t.Errorf("meta %v, want %v", a.Meta, tc.wantMeta)
 				}
-				if (a.Usage == nil) != (tc.wantUsage == nil) || a.Usage != nil && *a.Usage != *tc.wantUsage {
+				if (a.Usage == nil) != (tc.wantUsage == nil) || a.Usage != nil && !a.Usage.Equal(*tc.wantUsage) {
 					t.Errorf("usage %+v, want %+v", a.Usage, tc.wantUsage)
 				}
 				if got := rec.kinds(); !slices.Equal(got, tc.wantDetect) {

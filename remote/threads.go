@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nerve-agents/nerve/internal/usage"
 	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -173,4 +174,10 @@ func (c *Client) Workflow(ctx context.Context, name string) (*Workflow, error) {
 func (c *Client) Trace(ctx context.Context, id string) ([]workflow.Event, error) {
 	var out []workflow.Event
 	return out, c.Do(ctx, http.MethodGet, "/v1/threads/"+url.PathEscape(id)+"/trace", nil, &out)
+}
+
+// Usage totals the remote's usage by a dimension (GET /v1/usage).
+func (c *Client) Usage(ctx context.Context, q usage.Query) (*usage.Report, error) {
+	var r usage.Report
+	return &r, c.Do(ctx, http.MethodGet, "/v1/usage?"+q.Values().Encode(), nil, &r)
 }

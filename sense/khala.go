@@ -29,6 +29,18 @@ type Khala struct {
 	state     atomic.Value
 	// Sleep waits between failed polls (tests make it short).
 	Sleep func(context.Context, time.Duration) error
+	// Adapter runs the turns this sense claims; while Gate holds it back
+	// (a daily cap reached, a pause after rate limits) nothing is
+	// claimed. A nil Gate holds nothing back.
+	Adapter string
+	Gate    Gate
+}
+
+// Gate says whether an adapter may start turns now (*reflex.Gate is one).
+type Gate interface {
+	// Check returns why the adapter is held back (nil: it is not) and a
+	// channel closed when a hold may have lifted early.
+	Check(adapter string) (*reflex.Hold, <-chan struct{})
 }
 
 // NewKhala returns a khala sense over client.
@@ -49,9 +61,16 @@ func (s *Khala) State() string { return s.state.Load().(string) }
 func (s *Khala) Run(ctx context.Context, emit func(reflex.Signal)) error {
 	backoff := time.Second
 	for ctx.Err() == nil {
+		if !s.waitGate(ctx) {
+			return nil
+		}
 		n, err := s.capacity.Acquire(ctx, 100)
 		if err != nil {
 			return nil
+		}
+		if h, _ := s.check(); h != nil {
+			s.capacity.Release(n) // held back while waiting for a slot
+			continue
 		}
 		turns, err := s.client.Claim(ctx, api.ClaimRequest{Max: n, Workflows: s.workflows, Roles: s.roles}, pollWait)
 		s.capacity.Release(n - len(turns))
@@ -83,6 +102,44 @@ func (s *Khala) Run(ctx context.Context, emit func(reflex.Signal)) error {
 		}
 	}
 	return nil
+}
+
+// waitGate returns when the sense's adapter may take turns, false when
+// ctx ended first. While it waits the sense claims nothing, and says why.
+func (s *Khala) waitGate(ctx context.Context) bool {
+	for held := false; ; held = true {
+		h, changed := s.check()
+		if h == nil {
+			if held {
+				s.state.Store("polling")
+				s.log.Info("khala sense claims again", "sense", s.name, "adapter", s.Adapter)
+			}
+			return true
+		}
+		if state := holdingPrefix + h.Reason; s.State() != state {
+			s.state.Store(state)
+			s.log.Info("khala sense holds its claims", "sense", s.name, "adapter", s.Adapter, "why", h.Reason, "for", h.Wait.Round(time.Second))
+		}
+		t := time.NewTimer(h.Wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		case <-changed:
+			t.Stop()
+		}
+	}
+}
+
+// holdingPrefix starts the state of a sense whose adapter is held back.
+const holdingPrefix = "holding claims: "
+
+func (s *Khala) check() (*reflex.Hold, <-chan struct{}) {
+	if s.Gate == nil || s.Adapter == "" {
+		return nil, nil
+	}
+	return s.Gate.Check(s.Adapter)
 }
 
 // setState logs transitions only: "unavailable" once, "recovered" once.

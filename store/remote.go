@@ -29,7 +29,8 @@ func (s *Store) ensureRemoteBuckets() error {
 }
 
 // Enqueue puts a response in the outbox, durably: from here it is
-// delivered whatever happens to this process. The same transaction drops
+// delivered whatever happens to this process. Its spend is charged to its
+// adapter in the same transaction. The same transaction drops
 // the items marked delivered since the last one.
 func (s *Store) Enqueue(item OutboxItem) (OutboxItem, error) {
 	done := s.takeDelivered()
@@ -39,6 +40,9 @@ func (s *Store) Enqueue(item OutboxItem) (OutboxItem, error) {
 			return err
 		}
 		item.Seq, _ = b.NextSequence()
+		if err := charge(tx, item.QueuedAt, item.Response.Adapter, SpendOf(item.Response.Usage)); err != nil {
+			return err
+		}
 		raw, err := json.Marshal(item)
 		if err != nil {
 			return err

@@ -11,8 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nerve-agents/nerve/workflow"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/nerve-agents/nerve/workflow"
 )
 
 var (
@@ -51,7 +52,7 @@ func Open(path string, timeout time.Duration) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketThreads, bucketMessages, bucketEvents, bucketMeta, bucketAnswers, bucketChildren} {
+		for _, b := range [][]byte{bucketThreads, bucketMessages, bucketEvents, bucketMeta, bucketAnswers, bucketChildren, bucketSpend} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -61,6 +62,9 @@ func Open(path string, timeout time.Duration) (*Store, error) {
 	st := &Store{db: db, waiters: map[string]chan struct{}{}, delivered: map[uint64]bool{}}
 	if err == nil {
 		err = st.ensureRemoteBuckets()
+	}
+	if err == nil {
+		err = st.ensureUsage()
 	}
 	if err != nil {
 		db.Close()
@@ -149,12 +153,23 @@ func commitTx(tx *bolt.Tx, u workflow.Update) error {
 		if err != nil {
 			return err
 		}
+		if err := chargeNew(tx, mb, u.Messages); err != nil {
+			return err
+		}
+		ub := tx.Bucket(bucketUsage)
 		for _, m := range u.Messages {
 			raw, err := json.Marshal(m)
 			if err != nil {
 				return err
 			}
-			if err := mb.Put(u64(uint64(m.Step)), raw); err != nil {
+			key := u64(uint64(m.Step))
+			if mb.Get(key) == nil {
+				// A message stored again (a merge's verdict) was counted.
+				if err := addUsage(ub, t.Workflow, m); err != nil {
+					return err
+				}
+			}
+			if err := mb.Put(key, raw); err != nil {
 				return err
 			}
 		}

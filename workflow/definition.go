@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -84,6 +85,10 @@ type Limits struct {
 	Claim       yamlfile.Duration `yaml:"claim" json:"claim,omitempty"`
 	MaxAttempts int               `yaml:"max_attempts" json:"max_attempts,omitempty"`
 	Idle        yamlfile.Duration `yaml:"idle" json:"idle,omitempty"`
+	// MaxCostUSD and MaxTokens bound what a thread spends (0: no bound):
+	// the answer that crosses one is recorded, then the thread fails.
+	MaxCostUSD float64        `yaml:"max_cost_usd" json:"max_cost_usd,omitempty"`
+	MaxTokens  yamlfile.Count `yaml:"max_tokens" json:"max_tokens,omitempty"`
 }
 
 // file is the YAML shape of a definition.
@@ -199,6 +204,12 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 	}
 	if d.Limits.MaxSteps < 0 {
 		bad("limits.max_steps", "must be positive")
+	}
+	if c := d.Limits.MaxCostUSD; c < 0 || math.IsNaN(c) || math.IsInf(c, 0) {
+		bad("limits.max_cost_usd", "must be a non-negative amount in USD, got %v", c)
+	}
+	if d.Limits.MaxTokens < 0 {
+		bad("limits.max_tokens", "must not be negative, got %d", d.Limits.MaxTokens)
 	}
 	if d.Limits.MaxAttempts == 0 {
 		d.Limits.MaxAttempts = 3

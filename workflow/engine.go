@@ -87,6 +87,7 @@ func (e *Engine) Run(ctx context.Context, d *Definition, t *Thread) error {
 	if err != nil {
 		return err
 	}
+	t.RecountUsage(msgs)
 	if allAnswered(t.Pending, msgs) {
 		// A round whose last answer is stored but not routed (routing was
 		// interrupted) is settled again: Merge is idempotent.
@@ -243,6 +244,10 @@ func (e *Engine) runPending(ctx context.Context, d *Definition, t *Thread, msgs 
 			}
 			mu.Lock()
 			defer mu.Unlock()
+			t.Usage.Add(m.Usage)
+			if m.ChildUsage != nil {
+				t.Usage.Merge(*m.ChildUsage)
+			}
 			remaining--
 			if remaining == 0 {
 				last = m
@@ -272,7 +277,7 @@ func (e *Engine) route(ctx context.Context, d *Definition, t *Thread, msgs []Mes
 	)
 	refused := spawnRefused(t, msgs)
 	if refused == "" {
-		dec, err = Route(ctx, d, NewState(t, msgs).WithCache(&e.docs))
+		dec, err = routeWithin(ctx, d, t, NewState(t, msgs).WithCache(&e.docs))
 	}
 	switch {
 	case refused != "":

@@ -45,10 +45,14 @@ type Thread struct {
 	Waiting []Waiting `json:"waiting,omitempty"`
 	// Source is the definition the thread was started with, moderator
 	// inlined: a thread finishes under the rules it started with.
-	Source    []byte    `json:"source,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-	EndedAt   time.Time `json:"ended_at,omitzero"`
+	Source []byte `json:"source,omitempty"`
+	// Usage sums the usage of the thread's messages, counted once as each
+	// answer is recorded: what limits.max_cost_usd and max_tokens bound.
+	// A child thread's totals are to be merged into its parent's here.
+	Usage     usage.Totals `json:"usage"`
+	CreatedAt time.Time    `json:"created_at"`
+	UpdatedAt time.Time    `json:"updated_at"`
+	EndedAt   time.Time    `json:"ended_at,omitzero"`
 }
 
 // Ended reports whether the thread has reached a final status.
@@ -83,8 +87,11 @@ type Message struct {
 	// before; the moderator sees null.
 	Commit  string   `json:"commit,omitempty"`
 	Changes *Changes `json:"changes,omitempty"`
-	// Child is the ref of the child thread whose result this message is.
-	Child string `json:"child,omitempty"`
+	// Child is the ref of the child thread whose result this message is;
+	// ChildUsage the child's totals, which count in this thread's (a
+	// rollup by model or agent counts the child's own messages instead).
+	Child      string        `json:"child,omitempty"`
+	ChildUsage *usage.Totals `json:"child_usage,omitempty"`
 }
 
 // MessageError says why a turn's answer is not what was asked for. The

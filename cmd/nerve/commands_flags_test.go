@@ -63,6 +63,10 @@ func TestCommandFlags(t *testing.T) {
 			f.Getenv = func(k string) string { return map[string]string{"NERVE_ROLE": "author"}[k] }
 			return newCmdExampleAgent(f, func(o *exampleAgentOptions) error { *got = *o; return nil })
 		}, nil, exampleAgentOptions{Role: "author"}},
+		{"usage", func(f *Factory, got *any) *cobra.Command {
+			return newCmdUsage(f, func(o *usageOptions) error { *got = *o; return nil })
+		}, []string{"origin/review", "--by", "model", "--since", "2026-11-01", "--remote", "origin", "--json"},
+			usageOptions{Ref: "origin/review", By: "model", Since: "2026-11-01", Remote: "origin", JSON: true}},
 		{"init", func(f *Factory, got *any) *cobra.Command {
 			return newCmdInit(f, func(o *initOptions) error { *got = *o; return nil })
 		}, []string{"--name", "n1", "--remote", "origin=http://h:1", "--enroll-token", "T", "--json"},

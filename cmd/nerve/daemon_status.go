@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -108,5 +109,39 @@ func printStatus(io *IOStreams, st *daemon.Status) {
 			names = append(names, s.Name+" ("+s.Kind+", "+s.State+")")
 		}
 		fmt.Fprintf(w, "senses:   %s\n", strings.Join(names, ", "))
+	}
+	printAdapters(w, st.Adapters)
+}
+
+// printAdapters shows each adapter's spend today against its caps, and
+// whether it is held back.
+func printAdapters(w io.Writer, as []daemon.AdapterStatus) {
+	if len(as) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "adapters: spent today (UTC %s)\n", as[0].Day)
+	for _, a := range as {
+		usd := fmt.Sprintf("$%.2f", a.SpentUSD)
+		if a.DailyUSD != nil {
+			usd += fmt.Sprintf(" of $%.2f", *a.DailyUSD)
+		}
+		tokens := fmt.Sprintf("%d tokens", a.SpentTokens)
+		if a.DailyTokens != nil {
+			tokens = fmt.Sprintf("%d of %d tokens", a.SpentTokens, *a.DailyTokens)
+		}
+		state := a.State
+		switch a.State {
+		case "capped":
+			state = "CAPPED until 00:00 UTC"
+		case "paused":
+			state = fmt.Sprintf("PAUSED after %d rate limits in a row", a.RateLimited)
+			if a.PausedUntil != nil {
+				state += " until " + a.PausedUntil.Local().Format(time.TimeOnly)
+			}
+			if a.WaitingTurns > 0 {
+				state += fmt.Sprintf(", %d turns waiting", a.WaitingTurns)
+			}
+		}
+		fmt.Fprintf(w, "  %-14s %s, %s  %s\n", a.Name, usd, tokens, state)
 	}
 }

@@ -92,7 +92,7 @@ func TestE2EJSONShapes(t *testing.T) {
 	wantKeys(t, "workflow logs --json", e.must(0, "workflow", "logs", ref, "--json").stdout, msgKeys...)
 	wantKeys(t, "thread messages --json", e.must(0, "thread", "messages", ref, "--json").stdout, msgKeys...)
 	threads := wantKeys(t, "workflow logs WORKFLOW --json", e.must(0, "workflow", "logs", "code-review", "--json").stdout,
-		"ref", "id", "workflow", "status", "step", "input", "result", "error", "created_at", "updated_at", "ended_at", "workspace", "parent", "depth")
+		"ref", "id", "workflow", "status", "step", "input", "result", "error", "created_at", "updated_at", "ended_at", "workspace", "parent", "depth", "usage")
 	if len(threads) != 2 || threads[1]["error"] != nil || threads[0]["ended_at"] == nil {
 		t.Fatalf("threads: %v", threads)
 	}
@@ -111,7 +111,7 @@ func TestE2EJSONShapes(t *testing.T) {
 		t.Fatalf("workflow cancel --json: %v", cancel)
 	}
 
-	status := []string{"running", "pid", "home", "version", "started_at", "config", "capacity", "claimed_slots", "outbox", "running_threads", "active_turns", "senses"}
+	status := []string{"running", "pid", "home", "version", "started_at", "config", "capacity", "claimed_slots", "outbox", "running_threads", "active_turns", "senses", "adapters"}
 	running := wantKeys(t, "daemon status --json", e.must(0, "daemon", "status", "--json").stdout, status...)[0]
 	cfg, _ := json.Marshal(running["config"])
 	wantKeys(t, "daemon status --json config", string(cfg), "file", "loaded_at", "last_reload")

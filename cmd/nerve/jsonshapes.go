@@ -57,6 +57,8 @@ type threadJSON struct {
 	// top-level thread.
 	Parent *string `json:"parent"`
 	Depth  int     `json:"depth"`
+	// Usage is the thread's totals.
+	Usage usage.Totals `json:"usage"`
 }
 
 func newThreadJSON(remote string, t *workflow.Thread) threadJSON {
@@ -64,7 +66,7 @@ func newThreadJSON(remote string, t *workflow.Thread) threadJSON {
 		Ref: workflow.Ref{Remote: remote, Workflow: t.Workflow, Thread: t.ID}.String(),
 		ID:  t.ID, Workflow: t.Workflow, Status: t.Status, Step: t.Step, Input: t.Input,
 		Result: t.Result, Error: nullable(t.Error), CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
-		Workspace: t.Workspace, Depth: t.Depth,
+		Workspace: t.Workspace, Depth: t.Depth, Usage: t.Usage,
 	}
 	if t.Parent != nil {
 		j.Parent = &t.Parent.Ref

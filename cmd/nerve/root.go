@@ -31,6 +31,7 @@ func newCmdRoot(f *Factory) *cobra.Command {
 		newCmdMCP(f, nil),
 		newCmdConsole(f, nil),
 		newCmdWorkspace(f),
+		newCmdUsage(f, nil),
 	)
 	return root
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 
+	"github.com/nerve-agents/nerve/internal/usage"
+
 	"github.com/nerve-agents/nerve/daemon"
 	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/remote"
@@ -25,6 +27,8 @@ type threadSource interface {
 	Events(ctx context.Context, id string, follow bool, fn func(workflow.Event) error) error
 	// Cancel cancels a thread and returns it as it is afterwards.
 	Cancel(ctx context.Context, id string) (*workflow.Thread, error)
+	// Usage totals usage by a dimension (GET /v1/usage).
+	Usage(ctx context.Context, q usage.Query) (*usage.Report, error)
 	// Where says where a thread goes on when the CLI stops following it.
 	Where() string
 }
@@ -71,6 +75,9 @@ func (s daemonSource) Events(ctx context.Context, id string, follow bool, fn fun
 }
 func (s daemonSource) Cancel(ctx context.Context, id string) (*workflow.Thread, error) {
 	return s.c.Cancel(ctx, id)
+}
+func (s daemonSource) Usage(ctx context.Context, q usage.Query) (*usage.Report, error) {
+	return s.c.Usage(ctx, q)
 }
 func (s daemonSource) Where() string { return "in the daemon" }
 
@@ -139,6 +146,11 @@ func (s remoteSource) Cancel(ctx context.Context, id string) (*workflow.Thread, 
 		return nil, remoteUsage(err)
 	}
 	return s.Thread(ctx, id)
+}
+
+func (s remoteSource) Usage(ctx context.Context, q usage.Query) (*usage.Report, error) {
+	r, err := s.c.Usage(ctx, q)
+	return r, remoteUsage(err)
 }
 
 func (s remoteSource) Where() string { return "at " + s.c.Name }

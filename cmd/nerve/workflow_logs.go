@@ -8,9 +8,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
-	"github.com/spf13/cobra"
 )
 
 type workflowLogsOptions struct {
@@ -79,13 +80,18 @@ func workflowLogsRun(ctx context.Context, f *Factory, opts *workflowLogsOptions)
 	if err := src.Events(ctx, t.ID, opts.Follow, show); err != nil {
 		return err
 	}
-	if !opts.Follow || opts.JSON {
+	if opts.JSON {
+		return nil
+	}
+	if !opts.Follow {
+		fmt.Fprintf(f.IO.Out, "usage: %s\n", t.Usage.Summary())
 		return nil
 	}
 	end, err := src.Thread(ctx, t.ID)
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(f.IO.Out, "usage: %s\n", end.Usage.Summary())
 	if end.Status != workflow.StatusCompleted {
 		return errSilentFail
 	}

@@ -8,9 +8,12 @@ import (
 	"os"
 	"strings"
 
+	"github.com/nerve-agents/nerve/internal/usage"
+
+	"github.com/spf13/cobra"
+
 	"github.com/nerve-agents/nerve/daemon"
 	"github.com/nerve-agents/nerve/workflow"
-	"github.com/spf13/cobra"
 )
 
 type workflowRunOptions struct {
@@ -34,14 +37,14 @@ type runResult struct {
 	Status string  `json:"status"`
 	Result any     `json:"result"`
 	Error  *string `json:"error"`
-	// Usage is the thread's totals; threads carry none yet, so it is null.
-	Usage any `json:"usage"`
+	// Usage is the thread's totals.
+	Usage usage.Totals `json:"usage"`
 	// Workspace is the thread's branch and head; null without one.
 	Workspace *workflow.Workspace `json:"workspace"`
 }
 
 func newRunResult(ref workflow.Ref, t *workflow.Thread) runResult {
-	r := runResult{Thread: ref.String(), Status: t.Status, Result: t.Result, Workspace: t.Workspace}
+	r := runResult{Thread: ref.String(), Status: t.Status, Result: t.Result, Usage: t.Usage, Workspace: t.Workspace}
 	if t.Error != "" {
 		r.Error = &t.Error
 	}
@@ -174,7 +177,7 @@ func printOutcome(f *Factory, ref workflow.Ref, t *workflow.Thread, asJSON bool)
 	} else {
 		switch t.Status {
 		case workflow.StatusCompleted:
-			fmt.Fprintf(f.IO.ErrOut, "%s completed after %d steps\n", ref, t.Step)
+			fmt.Fprintf(f.IO.ErrOut, "%s completed after %d steps (%s)\n", ref, t.Step, t.Usage.Summary())
 			if l := workspaceLine(t.Workspace); l != "" {
 				fmt.Fprintf(f.IO.ErrOut, "%s ('nerve thread diff %s' shows it)\n", l, ref)
 			}
@@ -185,7 +188,7 @@ func printOutcome(f *Factory, ref workflow.Ref, t *workflow.Thread, asJSON bool)
 			if l := workspaceLine(t.Workspace); l != "" {
 				fmt.Fprintln(f.IO.ErrOut, l)
 			}
-			fmt.Fprintf(f.IO.ErrOut, "%s %s: %s\n", ref, t.Status, t.Error)
+			fmt.Fprintf(f.IO.ErrOut, "%s %s: %s (%s)\n", ref, t.Status, t.Error, t.Usage.Summary())
 		}
 	}
 	if t.Status != workflow.StatusCompleted {

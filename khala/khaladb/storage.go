@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/nerve-agents/nerve/internal/usage"
+
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -90,6 +92,9 @@ type Storage interface {
 	// WaitingTurns returns the human turns waiting for a person's answer
 	// (TurnWaiting), oldest first.
 	WaitingTurns(ctx context.Context) ([]Turn, error)
+	// Usage returns the usage rollup's rows f selects, kept as answers
+	// are written (ThreadChange.Spent), one per key.
+	Usage(ctx context.Context, f usage.Filter) ([]usage.Row, error)
 	// Stats counts what /metrics reports as gauges.
 	Stats(ctx context.Context) (Stats, error)
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nerve-agents/nerve/internal/usage"
+
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -151,13 +153,15 @@ func (v *ThreadView) Turn(id string) *Turn {
 
 // ThreadChange is one atomic change of a thread. Thread is the new record
 // (the backend sets Version); Turns are upserted, each checked against the
-// Rev it was read with; Messages, Events and Webhooks are appended.
+// Rev it was read with; Messages, Events and Webhooks are appended; Spent
+// is added to the usage rollup (one row per answer with usage).
 type ThreadChange struct {
 	Thread   Thread
 	Turns    []Turn
 	Messages []workflow.Message
 	Events   []workflow.Event
 	Webhooks []Webhook
+	Spent    []usage.Row
 }
 
 // Webhook is one delivery of the outbox.

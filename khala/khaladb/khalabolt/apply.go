@@ -205,6 +205,9 @@ func (b *Store) apply(tx *bolt.Tx, e *encodedChange, version uint64, wasRunning 
 	if err := b.appendEvents(tx, n, c.Events, e.events); err != nil {
 		return false, err
 	}
+	if err := addSpent(tx, c.Spent); err != nil {
+		return false, err
+	}
 	for i := range c.Webhooks {
 		if err := addWebhook(tx, &c.Webhooks[i]); err != nil {
 			return false, err

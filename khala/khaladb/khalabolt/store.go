@@ -36,7 +36,7 @@ var (
 	kNextHook   = []byte("next_hook")
 	kFormat     = []byte("format")
 
-	allBuckets = [][]byte{bMeta, bEnroll, bAgents, bTokens, bWorkflows, bSources, bThreads, bList, bIndex, bHooks, bHookDue, bPeople, bPersonTok}
+	allBuckets = [][]byte{bMeta, bEnroll, bAgents, bTokens, bWorkflows, bSources, bThreads, bList, bIndex, bHooks, bHookDue, bPeople, bPersonTok, bUsage}
 )
 
 // A thread's records share one key range (N first), and within it a
@@ -97,6 +97,7 @@ func Open(path string, timeout time.Duration) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
+		fillUsage := tx.Bucket(bUsage) == nil && tx.Bucket(bThreads) != nil
 		for _, b := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
@@ -110,6 +111,9 @@ func Open(path string, timeout time.Duration) (*Store, error) {
 			return meta.Put(kFormat, []byte{storeFormat})
 		case len(v) != 1 || v[0] != storeFormat:
 			return fmt.Errorf("%w: record format %x, this nerve reads format %d", errBadRecord, v, storeFormat)
+		}
+		if fillUsage {
+			return fillUsageRollup(tx)
 		}
 		return nil
 	})

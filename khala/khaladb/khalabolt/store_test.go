@@ -220,3 +220,6 @@ func TestChildIDsSurviveRestart(t *testing.T) {
 		t.Fatalf("after a restart the next id is %s again, the child turn's", next)
 	}
 }
+
+// The usage rollup's cost per answer commit (khaladbtest.BenchAnswerCommit).
+func BenchmarkAnswerCommit(b *testing.B) { khaladbtest.BenchAnswerCommit(b, openTestBolt(b)) }

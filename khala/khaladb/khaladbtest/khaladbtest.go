@@ -31,6 +31,7 @@ func Exercise(t *testing.T, open Opener) {
 		{"Workspace", Workspace},
 		{"People", People},
 		{"PeopleAndChildTurns", PeopleAndChildTurns},
+		{"UsageRollup", UsageRollup},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, open) })
 	}

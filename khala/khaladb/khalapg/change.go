@@ -55,7 +55,7 @@ func scanTurn(row pgx.Row) (khaladb.Turn, error) {
 // The statement has only the parts c needs: the database initialises
 // every node of a plan at each execution, cached plan or not, and most
 // changes (an answer: the thread, a turn or two, one message, a few
-// events) need half of them. There are at most 32 texts, each built once
+// events) need half of them. There are at most 64 texts, each built once
 // and prepared once per connection.
 func changeStatement(n uint64, c *khaladb.ThreadChange, version uint64) (*changeStmt, error) {
 	st := &changeStmt{pending: make([]int32, len(c.Thread.Pending)), messages: make([][]byte, len(c.Messages))}
@@ -95,6 +95,9 @@ func changeStatement(n uint64, c *khaladb.ThreadChange, version uint64) (*change
 		}
 		args = append(args, cols...)
 	}
+	if parts&partUsage != 0 {
+		args = append(args, usageArrays(c.Spent)...)
+	}
 	st.sql, st.args = changeText(parts), args
 	return st, nil
 }
@@ -119,6 +122,7 @@ const (
 	partMessages
 	partEvents
 	partWebhooks
+	partUsage
 	allChangeParts
 )
 
@@ -138,6 +142,9 @@ func changePartsOf(c *khaladb.ThreadChange, create bool) changeParts {
 	}
 	if len(c.Webhooks) > 0 {
 		p |= partWebhooks
+	}
+	if len(c.Spent) > 0 {
+		p |= partUsage
 	}
 	return p
 }
@@ -227,6 +234,9 @@ func buildChangeText(p changeParts) string {
 		ctes = append(ctes, `wh AS (INSERT INTO khala_webhooks (url, payload, attempts, next_at, last_error, created)
 	SELECT * FROM unnest(`+args("::text[]", "::bytea[]", "::int[]", "::bigint[]", "::text[]", "::bigint[]")+`) RETURNING id)`)
 		ids = "ARRAY(SELECT id FROM wh ORDER BY id)"
+	}
+	if p&partUsage != 0 {
+		ctes = append(ctes, usageCTE(thread, args))
 	}
 	return "WITH " + strings.Join(ctes, ",\n") + "\nSELECT CASE WHEN " + strings.Join(checks, " AND ") +
 		" THEN 1 ELSE khala_stale() END, " + seqs + ", " + ids

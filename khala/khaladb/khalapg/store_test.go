@@ -169,3 +169,8 @@ func TestPostgresDSNSecrets(t *testing.T) {
 		t.Fatalf("display: %q", d)
 	}
 }
+
+// The usage rollup's cost per answer commit (khaladbtest.BenchAnswerCommit).
+func BenchmarkAnswerCommit(b *testing.B) {
+	khaladbtest.BenchAnswerCommit(b, openPG(b, pgtest.Database(b)))
+}

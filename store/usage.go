@@ -1,0 +1,90 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/nerve-agents/nerve/internal/usage"
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// bucketUsage is the usage rollup: one row per day, workflow, role, agent,
+// adapter and model, kept as answers are written, so `nerve usage` reads
+// a few rows instead of every message.
+var bucketUsage = []byte("usage")
+
+// ensureUsage creates the rollup, filled from the messages already stored
+// (a nerve.db from before the rollup), once.
+func (s *Store) ensureUsage() error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketUsage) != nil {
+			return nil
+		}
+		ub, err := tx.CreateBucket(bucketUsage)
+		if err != nil {
+			return err
+		}
+		threads := tx.Bucket(bucketThreads)
+		return tx.Bucket(bucketMessages).ForEachBucket(func(id []byte) error {
+			var t workflow.Thread
+			raw := threads.Get(id)
+			if raw == nil {
+				return nil
+			}
+			if err := json.Unmarshal(raw, &t); err != nil {
+				return fmt.Errorf("thread %s: %w", id, err)
+			}
+			return tx.Bucket(bucketMessages).Bucket(id).ForEach(func(_, raw []byte) error {
+				var m workflow.Message
+				if err := json.Unmarshal(raw, &m); err != nil {
+					return fmt.Errorf("thread %s: %w", id, err)
+				}
+				return addUsage(ub, t.Workflow, m)
+			})
+		})
+	})
+}
+
+// addUsage counts a newly stored message in the rollup.
+func addUsage(ub *bolt.Bucket, workflowName string, m workflow.Message) error {
+	if m.Usage == nil {
+		return nil
+	}
+	k := usage.KeyOf(m.At, workflowName, m.Role, m.Agent, m.Adapter, m.Usage)
+	key := usage.RowKey(k)
+	var tot usage.Totals
+	if raw := ub.Get(key); raw != nil {
+		if err := tot.UnmarshalBinary(raw); err != nil {
+			return err
+		}
+	}
+	tot.Add(m.Usage)
+	raw, err := tot.AppendBinary(nil)
+	if err != nil {
+		return err
+	}
+	return ub.Put(key, raw)
+}
+
+// Usage returns the rollup rows f selects.
+func (s *Store) Usage(f usage.Filter) ([]usage.Row, error) {
+	var rows []usage.Row
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketUsage).Cursor()
+		for k, v := c.Seek([]byte(f.Since)); k != nil; k, v = c.Next() {
+			key, ok := usage.ParseRowKey(k)
+			if !ok || !f.Match(key) {
+				continue
+			}
+			r := usage.Row{Key: key}
+			if err := r.Totals.UnmarshalBinary(v); err != nil {
+				return err
+			}
+			rows = append(rows, r)
+		}
+		return nil
+	})
+	return rows, err
+}

@@ -1,0 +1,61 @@
+package workflow
+
+import (
+	"context"
+
+	"github.com/nerve-agents/nerve/internal/usage"
+)
+
+// Budget returns the limits on what a thread of d may spend.
+func (d *Definition) Budget() usage.Limits {
+	return usage.Limits{MaxCostUSD: d.Limits.MaxCostUSD, MaxTokens: int64(d.Limits.MaxTokens)}
+}
+
+// OverBudget says why thread t of d must stop for what it spent
+// ("budget: $5.12 spent of $5.00"), or "" while it is within its limits.
+// The answer that crossed a limit is already in t.Usage and recorded.
+func OverBudget(d *Definition, t *Thread) string { return d.Budget().Exceeded(t.Usage) }
+
+// routeWithin is Route, but a thread over its budget fails instead of being
+// given more turns.
+func routeWithin(ctx context.Context, d *Definition, t *Thread, s State) (Decision, error) {
+	if reason := OverBudget(d, t); reason != "" {
+		return Decision{Fail: reason}, nil
+	}
+	return Route(ctx, d, s)
+}
+
+// UsageRows makes a thread's messages usage rollup rows, one per message
+// with usage that f selects: a thread's usage by any dimension.
+func UsageRows(workflowName string, msgs []Message, f usage.Filter) []usage.Row {
+	var rows []usage.Row
+	for _, m := range msgs {
+		if m.Usage == nil {
+			continue
+		}
+		r := usage.Row{Key: usage.KeyOf(m.At, workflowName, m.Role, m.Agent, m.Adapter, m.Usage)}
+		if !f.Match(r.Key) {
+			continue
+		}
+		r.Add(m.Usage)
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// RecountUsage sets t's totals from its messages (in the store) when it
+// has none counted while they have usage: a thread recorded before totals
+// were kept, so its budget holds after an upgrade too.
+func (t *Thread) RecountUsage(msgs []Message) {
+	if t.Usage.Messages > 0 {
+		return
+	}
+	var tot usage.Totals
+	for i := range msgs {
+		tot.Add(msgs[i].Usage)
+		if c := msgs[i].ChildUsage; c != nil {
+			tot.Merge(*c)
+		}
+	}
+	t.Usage = tot
+}
