@@ -51,7 +51,7 @@ roles:
 }
 
 // khGet reads a Khala endpoint as agent e into out.
-func khGet(t *testing.T, k *khalaServer, e *env, path string, out any) {
+func khGet(t testing.TB, k *khalaServer, e *env, path string, out any) {
 	t.Helper()
 	token, err := os.ReadFile(filepath.Join(e.home, "tokens", "origin"))
 	if err != nil {
@@ -93,7 +93,7 @@ type traceEvent struct {
 
 // followThread waits for the thread to end and returns its messages,
 // trace and head.
-func followThread(t *testing.T, k *khalaServer, e *env, wf, id string) ([]mergeMsg, []traceEvent, string) {
+func followThread(t testing.TB, k *khalaServer, e *env, wf, id string) ([]mergeMsg, []traceEvent, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
