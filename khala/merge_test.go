@@ -1,6 +1,7 @@
 package khala
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -23,6 +24,13 @@ roles:
   next: {prompt: p}
 `
 
+// The API's names of merge turns are the store's.
+func TestMergeNames(t *testing.T) {
+	if api.MergeRole != khaladb.MergeRole || api.MergeStepBase != khaladb.MergeStepBase {
+		t.Fatal("khala/api and khaladb name merge turns differently")
+	}
+}
+
 func TestParallelMergeTurn(t *testing.T) { eachBackend(t, testParallelMergeTurn) }
 
 // A parallel round of a workspace thread: its turns are claimed as
@@ -31,7 +39,16 @@ func TestParallelMergeTurn(t *testing.T) { eachBackend(t, testParallelMergeTurn)
 // head and commits in step order) instead of routing; the merge's answer
 // moves the head and routes, and a conflict goes on the step's message.
 func testParallelMergeTurn(t *testing.T, bk backend) {
-	for _, conflict := range []bool{false, true} {
+	for _, tc := range []struct {
+		name     string
+		errStep  int // the step the merge's error names (0: no error)
+		wantStep int // the message that gets it
+	}{
+		{"merged", 0, 0},
+		{"conflict on step 1", 1, 1},
+		{"conflict naming a step outside the round", 99, 2},
+	} {
+		conflict := tc.errStep != 0
 		ts := bk.server(t)
 		ag := ts.agent("worker")
 		ag.putWorkflow(splitWF)
@@ -63,9 +80,18 @@ func testParallelMergeTurn(t *testing.T, bk backend) {
 		if th := ag.thread(id); th.Step != 2 {
 			t.Fatalf("the merge turn counted as a step: %d", th.Step)
 		}
+		// Bad answers change nothing: a commit that is no commit id, a
+		// stale claim.
+		if code, body := ag.do("POST", "/v1/turns/"+mt[0].Turn+"/response", map[string]any{"claim": mt[0].Claim, "commit": "abc"}); code != 400 ||
+			!strings.Contains(errMessage(body), "full commit id") {
+			t.Fatalf("bad commit: %d %s", code, body)
+		}
+		if code, _ := ag.do("POST", "/v1/turns/"+mt[0].Turn+"/response", map[string]any{"claim": "stale", "commit": commit3}); code != 409 {
+			t.Fatalf("stale claim: %d", code)
+		}
 		resp := map[string]any{"claim": mt[0].Claim, "commit": commit3}
 		if conflict {
-			resp = map[string]any{"claim": mt[0].Claim, "commit": commit1, "step": 2,
+			resp = map[string]any{"claim": mt[0].Claim, "commit": commit1, "step": tc.errStep,
 				"error": map[string]any{"kind": "merge", "message": "a.txt"}}
 		}
 		ag.must("POST", "/v1/turns/"+mt[0].Turn+"/response", resp, 200, nil)
@@ -82,11 +108,13 @@ func testParallelMergeTurn(t *testing.T, bk backend) {
 			Error *struct{ Kind, Message string }
 		}
 		ag.must("GET", "/v1/threads/"+id+"/messages", nil, 200, &msgs)
-		if len(msgs) != 2 || msgs[0].Error != nil {
-			t.Fatalf("messages: %+v", msgs)
+		if len(msgs) != 2 {
+			t.Fatalf("%s: messages: %+v", tc.name, msgs)
 		}
-		if e := msgs[1].Error; conflict != (e != nil) || conflict && (e.Kind != "merge" || e.Message != "a.txt") {
-			t.Fatalf("step 2's error: %+v (conflict %v)", e, conflict)
+		for _, m := range msgs {
+			if e := m.Error; (m.Step == tc.wantStep) != (e != nil) || e != nil && (e.Kind != "merge" || e.Message != "a.txt") {
+				t.Fatalf("%s: step %d's error: %+v", tc.name, m.Step, e)
+			}
 		}
 		var merged string
 		for _, ev := range ag.trace(id) {
@@ -95,7 +123,7 @@ func testParallelMergeTurn(t *testing.T, bk backend) {
 			}
 		}
 		if wantEv := map[bool]string{false: "turn.answered merged into " + commit3[:12],
-			true: "turn.failed step 2: merge: a.txt"}[conflict]; merged != wantEv {
+			true: fmt.Sprintf("turn.failed step %d: merge: a.txt", tc.wantStep)}[conflict]; merged != wantEv {
 			t.Errorf("merge turn in the trace: %q; want %q", merged, wantEv)
 		}
 	}

@@ -20,3 +20,7 @@ type MergeTurn struct {
 
 // MergeRole is the reserved role of a merge turn (khaladb.MergeRole).
 const MergeRole = "nerve.merge"
+
+// MergeStepBase numbers merge turns (khaladb.MergeStepBase): the merge of
+// the round whose last step is S is step MergeStepBase+S.
+const MergeStepBase = 1 << 30
