@@ -212,7 +212,7 @@ func TestE2ECloudParallelMerge(t *testing.T) {
 			t.Errorf("turn refs: %q; want step 2's commit %s", refs, msgs[1].Commit)
 		}
 		r := a.must(0, "workflow", "logs", "origin/clash#"+id)
-		if !strings.Contains(r.stdout, "merge") || !strings.Contains(r.stdout, "same.txt") {
+		if !strings.Contains(r.stdout, "error (merge): same.txt") {
 			t.Errorf("logs do not show the conflict:\n%s", r.stdout)
 		}
 	})
