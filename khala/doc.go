@@ -54,7 +54,7 @@
 // turn ref, not the branch), and its answer leaves the head alone. The
 // round's last answer queues a merge turn instead of asking the moderator:
 // role "nerve.merge" (api.MergeRole), step MergeStepBase plus the round's
-// last step, claimable whatever a claim's workflows and roles, with
+// last step, claimable by a claim of its workflow whatever roles it names, with
 // "merge": {"from", "turns": [{"step", "commit"}]} in step order. Its
 // answer carries the branch's new head in "commit" and, on a conflict,
 // "error" {kind "merge", message: the files} and the conflicting "step";

@@ -176,6 +176,6 @@ func (r *reservation) settle(committed bool) {
 
 // takes reports whether a claim with q's filters may get t.
 func takes(q *khaladb.ClaimQuery, t *khaladb.Turn) bool {
-	return t.Role == khaladb.MergeRole || (len(q.Workflows) == 0 || slices.Contains(q.Workflows, t.Workflow)) &&
-		(len(q.Roles) == 0 || slices.Contains(q.Roles, t.Role))
+	return (len(q.Workflows) == 0 || slices.Contains(q.Workflows, t.Workflow)) &&
+		(len(q.Roles) == 0 || slices.Contains(q.Roles, t.Role) || t.Role == khaladb.MergeRole)
 }

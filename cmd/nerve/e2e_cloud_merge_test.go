@@ -135,7 +135,7 @@ func handover(evs []traceEvent, from, to int) time.Duration {
 
 // Two daemons whose claim filters split the roles between them: a
 // parallel round of two turns that touch different files is merged into
-// the branch in step order by a merge turn (claimed whatever the filters),
+// the branch in step order by a merge turn (claimed whatever the roles),
 // and the next turn starts from the merge; a round whose turns conflict
 // puts kind merge on the second step's message and leaves the branch at
 // the first step's commit.

@@ -5,8 +5,10 @@ import "github.com/nerve-agents/nerve/workflow"
 // MergeRole is the role of a merge turn: when the last answer of a
 // parallel round of a workspace thread is in, Khala (which runs no git)
 // queues one for any serving agent's daemon to merge the round's commits
-// into the thread branch. It is claimable whatever a claim's filters say,
-// leased like any turn, and never becomes a message.
+// into the thread branch. A claim takes it whatever roles it names (an
+// agent serving the workflow reaches its repository; one serving only
+// other workflows may not), it is leased like any turn, and it never
+// becomes a message.
 const MergeRole = "nerve.merge"
 
 // MergeStepBase numbers merge turns apart from the moderator's steps: the

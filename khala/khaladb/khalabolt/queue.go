@@ -93,15 +93,11 @@ func matchQueue(tx *bolt.Tx, q khaladb.ClaimQuery, max int) [][]byte {
 	c := tx.Bucket(bIndex).Cursor()
 	for k, v := c.Seek([]byte{ixQueue}); k != nil && k[0] == ixQueue && len(keys) < max; k, v = c.Next() {
 		wf, role, _ := bytes.Cut(v, []byte{0})
-		if string(role) == khaladb.MergeRole {
-			// A merge turn is any serving agent's, whatever its filters.
-			keys = append(keys, slices.Clone(k))
-			continue
-		}
 		if len(q.Workflows) > 0 && !slices.Contains(q.Workflows, string(wf)) {
 			continue
 		}
-		if len(q.Roles) > 0 && !slices.Contains(q.Roles, string(role)) {
+		// A merge turn is any serving agent's, whatever roles it plays.
+		if len(q.Roles) > 0 && string(role) != khaladb.MergeRole && !slices.Contains(q.Roles, string(role)) {
 			continue
 		}
 		keys = append(keys, slices.Clone(k))

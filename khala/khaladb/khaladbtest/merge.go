@@ -11,7 +11,7 @@ import (
 )
 
 // MergeTurn: the merge turn of a parallel round (khaladb.MergeRole) is
-// claimed by a claim whatever its workflows and roles, is stored, leased,
+// claimed by a claim of its workflow whatever roles it names, is stored, leased,
 // heartbeaten, expired and read back at its step (MergeStepBase and the
 // round's last step) like any turn; the thread record keeps the round and
 // the step errors its answer puts on stored messages, and the messages
@@ -54,7 +54,11 @@ func MergeTurn(t *testing.T, open Opener) {
 			t.Fatalf("answer %s: %v", tk.ID, err)
 		}
 	}
-	got, err := s.Claim(ctx, khaladb.ClaimQuery{Agent: "w2", Max: 5, Workflows: []string{"other"}, Roles: []string{"nobody"}, Now: Epoch})
+	got, err := s.Claim(ctx, khaladb.ClaimQuery{Agent: "w2", Max: 5, Workflows: []string{"other"}, Now: Epoch})
+	if err != nil || len(got) != 0 {
+		t.Fatalf("a claim of other workflows: %v %+v; want nothing", err, got)
+	}
+	got, err = s.Claim(ctx, khaladb.ClaimQuery{Agent: "w2", Max: 5, Workflows: []string{"split"}, Roles: []string{"nobody"}, Now: Epoch})
 	if err != nil || len(got) != 1 || got[0].ID != mergeID || got[0].Role != khaladb.MergeRole || !strings.Contains(got[0].Prompt, base) {
 		t.Fatalf("a filtered claim: %v %+v; want the merge turn %s", err, got, mergeID)
 	}

@@ -80,8 +80,8 @@ func pickedCTE(limit, workflows, roles string) string {
 	return `picked AS (
 	SELECT t.thread, t.step FROM khala_turns t JOIN khala_event_seqs s ON s.thread = t.thread
 	WHERE t.state = 'queued'
-		AND (t.role = '` + khaladb.MergeRole + `' OR (cardinality(` + workflows + `::text[]) = 0 OR t.workflow = ANY(` + workflows + `::text[]))
-			AND (cardinality(` + roles + `::text[]) = 0 OR t.role = ANY(` + roles + `::text[])))
+		AND (cardinality(` + workflows + `::text[]) = 0 OR t.workflow = ANY(` + workflows + `::text[]))
+		AND (cardinality(` + roles + `::text[]) = 0 OR t.role = ANY(` + roles + `::text[]) OR t.role = '` + khaladb.MergeRole + `')
 	ORDER BY t.first_queued, t.thread, t.step
 	LIMIT ` + limit + `
 	FOR UPDATE OF t, s SKIP LOCKED
