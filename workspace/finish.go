@@ -182,9 +182,10 @@ func (tr *Tree) publish(ctx context.Context, res *Result) error {
 		if err := tr.save(statePublishing, res.Commit); err != nil {
 			return err
 		}
-		if err := m.moveBranch(ctx, tr.src, t.Branch, res.Commit, t.Head); err != nil {
+		if err := m.moveBranch(ctx, tr.src, t.Branch, res.Commit, t.Head, tr.drop...); err != nil {
 			return err
 		}
+		tr.dropped = tr.src.cloud && len(tr.drop) > 0
 	}
 	tr.meta.Head = res.Commit
 	return tr.save(stateIdle, "")
