@@ -135,6 +135,7 @@ func khalaServeRun(ctx context.Context, opts *khalaServeOptions) error {
 		Server: khala.Options{MaxBody: opts.MaxBody, MaxWait: opts.MaxWait, MaxSpawnDepth: opts.MaxDepth},
 		Ready: func(url string) {
 			fmt.Fprintf(opts.IO.Out, "khala listening on %s (%s)\n", url, where)
+			fmt.Fprintf(opts.IO.Out, "web console at %s/ (sign in with a token from 'nerve khala user add NAME')\n", url)
 		},
 	})
 	return khalaServeError(err)
