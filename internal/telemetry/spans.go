@@ -86,17 +86,31 @@ func (t *Turn) Interrupted(why string) {
 }
 
 // usageAttrs reads a turn's usage: the one place that knows its fields.
+// What the adapter did not report is left out rather than said as 0.
 func usageAttrs(u *usage.Usage) []attribute.KeyValue {
 	if u == nil {
 		return nil
 	}
-	return []attribute.KeyValue{
-		attribute.String("gen_ai.response.model", u.Model),
-		attribute.Int64("gen_ai.usage.input_tokens", u.InputTokens),
-		attribute.Int64("gen_ai.usage.output_tokens", u.OutputTokens),
-		attribute.Int64("gen_ai.usage.cache_read.input_tokens", u.CachedTokens),
-		attribute.Float64("nerve.cost_usd", u.CostUSD),
+	var out []attribute.KeyValue
+	if u.Model != "" {
+		out = append(out, attribute.String("gen_ai.response.model", u.Model))
 	}
+	for _, n := range []struct {
+		key string
+		v   int64
+	}{
+		{"gen_ai.usage.input_tokens", u.InputTokens},
+		{"gen_ai.usage.output_tokens", u.OutputTokens},
+		{"gen_ai.usage.cache_read.input_tokens", u.CachedTokens},
+	} {
+		if n.v != 0 {
+			out = append(out, attribute.Int64(n.key, n.v))
+		}
+	}
+	if u.CostUSD != 0 {
+		out = append(out, attribute.Float64("nerve.cost_usd", u.CostUSD))
+	}
+	return out
 }
 
 // ThreadInfo is what a thread's root span says of it.
