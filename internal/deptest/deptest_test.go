@@ -195,3 +195,28 @@ func TestEveryPackageHasDocGo(t *testing.T) {
 		}
 	}
 }
+
+// TestOTelInOnePlace keeps the OpenTelemetry SDK and its exporter behind
+// internal/telemetry: the daemon, Khala and the client call its few hooks,
+// which cost nothing when no endpoint is set, and none of them touches
+// the SDK, so it can change (or go) in one package.
+func TestOTelInOnePlace(t *testing.T) {
+	pkgs := graph(t)
+	tel, ok := pkgs["internal/telemetry"]
+	if !ok {
+		t.Fatal("package internal/telemetry is gone; update this test")
+	}
+	if !slices.ContainsFunc(tel.Imports, func(d string) bool { return strings.HasPrefix(d, "go.opentelemetry.io/otel/sdk") }) {
+		t.Fatal("internal/telemetry no longer imports the OTel SDK; update this test")
+	}
+	for name, p := range pkgs {
+		if name == "internal/telemetry" {
+			continue
+		}
+		for _, dep := range p.Imports {
+			if strings.HasPrefix(dep, "go.opentelemetry.io/") {
+				t.Errorf("%s imports %s: OpenTelemetry is internal/telemetry's business", name, dep)
+			}
+		}
+	}
+}
