@@ -138,12 +138,14 @@ func TestE2EOTelRemoteThread(t *testing.T) {
 	rc := startOTLPReceiver(t)
 	otelEnv(t, rc)
 	k := startKhala(t)
-	a := agentEnv(t, k, k.enrollToken(t, 1), "agent-a", `echo "done by $NERVE_ROLE"`+"\n", "", 1)
+	// A turn of a second on a lease of one: the daemon heartbeats it.
+	a := agentEnv(t, k, k.enrollToken(t, 1), "agent-a", "sleep 1\necho \"done by $NERVE_ROLE\"\n", "", 1)
 	wf := a.write("remote-traced.yaml", `workflow: remote-traced
 binding: cloud
 moderator: 'last = null ? {"role": "w"} : {"done": true}'
 roles:
   w: {prompt: go}
+limits: {claim: 1s}
 `)
 	a.must(0, "workflow", "push", wf, "origin")
 	a.must(0, "daemon", "start")
@@ -177,6 +179,15 @@ roles:
 	if resp.Trace != traceID || resp.Parent != turn.ID {
 		t.Errorf("Khala's response handler span (trace %s, parent %s) is not under the daemon's turn span (%s, %s)",
 			resp.Trace, resp.Parent, turn.Trace, turn.ID)
+	}
+	beats := findSpans(spans, "nerve-khala", "khala /v1/turns/{turn}/heartbeat")
+	if len(beats) == 0 {
+		t.Errorf("no heartbeat spans: %+v", spans)
+	}
+	for _, hb := range beats {
+		if hb.Trace != traceID || hb.Parent != turn.ID {
+			t.Errorf("heartbeat span %+v is not under the turn's %s", hb, turn.ID)
+		}
 	}
 	wantAttrs(t, resp, map[string]any{"http.request.method": "POST", "http.route": "/v1/turns/{turn}/response",
 		"http.response.status_code": int64(200)})
