@@ -25,7 +25,7 @@ func BenchmarkTurnTraced(b *testing.B) {
 	}))
 	defer collector.Close()
 	b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
-	shutdown, err := telemetry.Setup(context.Background(), "bench")
+	shutdown, err := telemetry.Setup(context.Background(), "bench", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

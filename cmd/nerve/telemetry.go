@@ -14,7 +14,7 @@ const telemetryFlush = 5 * time.Second
 // startTelemetry exports traces when OTEL_EXPORTER_OTLP_ENDPOINT is set;
 // the returned function flushes them (call it after the server stopped).
 func startTelemetry(ctx context.Context, service string, log *slog.Logger) (func(), error) {
-	shutdown, err := telemetry.Setup(ctx, service)
+	shutdown, err := telemetry.Setup(ctx, service, log)
 	if err != nil {
 		return nil, err
 	}

@@ -220,3 +220,18 @@ func TestOTelInOnePlace(t *testing.T) {
 		}
 	}
 }
+
+// TestNoProtobufRuntimeInTheBinary keeps the protobuf runtime and gRPC out
+// of nerve: their package initialisation runs in every process, the CLI's
+// quickest commands included (internal/telemetry encodes OTLP itself).
+func TestNoProtobufRuntimeInTheBinary(t *testing.T) {
+	p, ok := graph(t)["cmd/nerve"]
+	if !ok {
+		t.Fatal("package cmd/nerve is gone; update this test")
+	}
+	for _, dep := range p.Deps {
+		if strings.HasPrefix(dep, "google.golang.org/grpc") || strings.HasPrefix(dep, "google.golang.org/protobuf") {
+			t.Errorf("nerve links %s: its initialisation would slow every command", dep)
+		}
+	}
+}

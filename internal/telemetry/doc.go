@@ -13,4 +13,10 @@
 // with the thread id. So every turn of a thread lands in one trace
 // across daemon restarts without a schema change; daemons that reach one
 // Khala under different URLs put its turns in different traces.
+//
+// The SDK is go.opentelemetry.io/otel's; the OTLP/HTTP exporter is this
+// package's own (exporter.go, otlp.go): otlptracehttp links the protobuf
+// runtime and gRPC, whose package initialisation cost every nerve process
+// (`nerve version`, `nerve thread messages` inside a turn) about 0.6 ms
+// and the binary 6 MB, with traces on or off.
 package telemetry

@@ -3,12 +3,13 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
 
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -37,47 +38,31 @@ func (e *ConfigError) Error() string {
 }
 func (e *ConfigError) ExitCode() int { return 2 }
 func (e *ConfigError) Hint() string {
-	return "give an OTLP/HTTP collector's base URL, e.g. http://127.0.0.1:4318, or unset it"
+	return "see https://opentelemetry.io/docs/specs/otel/protocol/exporter/ ; or unset the OTEL_EXPORTER_OTLP_* variables"
 }
 
 // Setup starts exporting when the environment names an OTLP endpoint and
 // returns the function that flushes and stops it (a no-op otherwise).
 // service is the default service.name; OTEL_SERVICE_NAME and
-// OTEL_RESOURCE_ATTRIBUTES override it, and the exporter honours the
-// other OTEL_EXPORTER_OTLP_* variables (headers, timeout, compression).
-func Setup(ctx context.Context, service string) (shutdown func(context.Context) error, err error) {
-	getenv := os.Getenv // the exporter reads the same variables
+// OTEL_RESOURCE_ATTRIBUTES override it, OTEL_TRACES_SAMPLER and
+// OTEL_BSP_* tune the SDK, and export failures are logged to log.
+func Setup(ctx context.Context, service string, log *slog.Logger) (shutdown func(context.Context) error, err error) {
 	none := func(context.Context) error { return nil }
-	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") ||
-		strings.EqualFold(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")), "none") {
+	if strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true") ||
+		strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER")), "none") {
 		return none, nil
 	}
-	set := false
-	for _, v := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
-		raw := getenv(v)
-		if raw == "" {
-			continue
-		}
-		if err := checkEndpoint(raw); err != nil {
-			return none, &ConfigError{Var: v, Value: raw, Why: err.Error()}
-		}
-		set = true
+	exp, err := newExporter(os.Getenv)
+	if err != nil || exp == nil {
+		return none, err
 	}
-	if !set {
-		return none, nil
+	if log == nil {
+		log = slog.Default()
 	}
-	if p := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_PROTOCOL") + getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")); p != "" &&
-		!strings.HasPrefix(p, "http/protobuf") {
-		return none, &ConfigError{Var: "OTEL_EXPORTER_OTLP_PROTOCOL", Value: p, Why: "nerve exports OTLP over HTTP only (http/protobuf)"}
-	}
-	exp, err := otlptracehttp.New(ctx) // reads the OTEL_EXPORTER_OTLP_* variables itself
-	if err != nil {
-		return none, fmt.Errorf("start the OTLP exporter: %w", err)
-	}
-	res, err := resource.Merge(resource.Default(),
-		resource.NewSchemaless(semconv.ServiceName(service)))
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("traces", "err", err) }))
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(service)))
 	if err == nil {
-		res, err = resource.Merge(res, envResource())
+		res, err = resource.Merge(res, envResource()) // the environment's service name wins
 	}
 	if err != nil {
 		res = resource.Default()
@@ -92,8 +77,7 @@ func Setup(ctx context.Context, service string) (shutdown func(context.Context) 
 	}, nil
 }
 
-// envResource is OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES, which
-// win over the default service name.
+// envResource is OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
 func envResource() *resource.Resource {
 	r, err := resource.New(context.Background(), resource.WithFromEnv())
 	if err != nil {
@@ -102,14 +86,14 @@ func envResource() *resource.Resource {
 	return r
 }
 
-// checkEndpoint refuses what the exporter would only log about later.
+// checkEndpoint refuses what could only fail later, span after span.
 func checkEndpoint(raw string) error {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
 		return fmt.Errorf("not a URL: %v", err)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("want an http:// or https:// URL")
+		return fmt.Errorf("want an http:// or https:// URL of an OTLP/HTTP collector, e.g. http://127.0.0.1:4318")
 	case u.Host == "":
 		return fmt.Errorf("the URL has no host")
 	}

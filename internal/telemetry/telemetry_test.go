@@ -34,7 +34,7 @@ func (*marker) ServeHTTP(http.ResponseWriter, *http.Request) {}
 func TestOffCostsNothing(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
-	shutdown, err := Setup(context.Background(), "test")
+	shutdown, err := Setup(context.Background(), "test", nil)
 	if err != nil || Enabled() {
 		t.Fatalf("unset: %v %v", err, Enabled())
 	}
@@ -61,7 +61,7 @@ func TestOffCostsNothing(t *testing.T) {
 func TestSetupRefusesBadEndpoints(t *testing.T) {
 	for _, bad := range []string{"localhost:4318", "ftp://x", "http://", "http://%zz"} {
 		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", bad)
-		_, err := Setup(context.Background(), "test")
+		_, err := Setup(context.Background(), "test", nil)
 		var ce *ConfigError
 		if !errors.As(err, &ce) || ce.ExitCode() != 2 || Enabled() {
 			t.Errorf("%q: %v", bad, err)
@@ -69,12 +69,12 @@ func TestSetupRefusesBadEndpoints(t *testing.T) {
 	}
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-	if _, err := Setup(context.Background(), "test"); err == nil || Enabled() {
+	if _, err := Setup(context.Background(), "test", nil); err == nil || Enabled() {
 		t.Errorf("grpc: %v", err)
 	}
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "")
 	t.Setenv("OTEL_SDK_DISABLED", "true")
-	if _, err := Setup(context.Background(), "test"); err != nil || Enabled() {
+	if _, err := Setup(context.Background(), "test", nil); err != nil || Enabled() {
 		t.Errorf("OTEL_SDK_DISABLED: %v %v", err, Enabled())
 	}
 }
@@ -85,7 +85,7 @@ func TestOnPropagatesTraceparent(t *testing.T) {
 	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer collector.Close()
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
-	shutdown, err := Setup(context.Background(), "test")
+	shutdown, err := Setup(context.Background(), "test", nil)
 	if err != nil || !Enabled() {
 		t.Fatalf("set: %v", err)
 	}
