@@ -221,6 +221,15 @@ func TestE2EOTelBadEndpoint(t *testing.T) {
 			}
 		}
 	}
+	// In the background, the error (not only its hint) reaches the user.
+	e.extra = []string{"OTEL_EXPORTER_OTLP_ENDPOINT=localhost:4318"}
+	if r := e.run("daemon", "start"); r.code == 0 || !strings.Contains(r.stderr, `OTEL_EXPORTER_OTLP_ENDPOINT="localhost:4318": want an http://`) {
+		t.Errorf("daemon start: %s", r)
+	}
+	e.extra = []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_HEADERS=api-key=s3cret,broken"}
+	if r := e.run("khala", "serve", "--addr", "127.0.0.1:0"); r.code != 2 || strings.Contains(r.stderr, "s3cret") {
+		t.Errorf("bad headers: %s", r)
+	}
 	e.extra = []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_PROTOCOL=grpc"}
 	if r := e.run("khala", "serve", "--addr", "127.0.0.1:0"); r.code != 2 || !strings.Contains(r.stderr, "OTLP over HTTP only") {
 		t.Errorf("grpc protocol: %s", r)

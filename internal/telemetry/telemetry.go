@@ -38,7 +38,7 @@ func (e *ConfigError) Error() string {
 }
 func (e *ConfigError) ExitCode() int { return 2 }
 func (e *ConfigError) Hint() string {
-	return "see https://opentelemetry.io/docs/specs/otel/protocol/exporter/ ; or unset the OTEL_EXPORTER_OTLP_* variables"
+	return "fix " + e.Var + ", or unset it to export no traces"
 }
 
 // Setup starts exporting when the environment names an OTLP endpoint and
