@@ -52,7 +52,7 @@ func TestOffCostsNothing(t *testing.T) {
 	if Handler("khala", m) != http.Handler(m) {
 		t.Fatal("the handler is wrapped while off")
 	}
-	allocs := testing.AllocsPerRun(100, func() { hooksOnce(ctx) })
+	allocs := testing.AllocsPerRun(100, func() { hooksOnce(ctx, h) })
 	if allocs != 0 {
 		t.Fatalf("the hooks allocate %v times per turn while off", allocs)
 	}
@@ -102,18 +102,38 @@ func TestOnPropagatesTraceparent(t *testing.T) {
 }
 
 // hooksOnce is what one local turn calls of this package.
-func hooksOnce(ctx context.Context) {
+func hooksOnce(ctx context.Context, h http.Header) {
 	c, turn := StartTurn(ctx, "k", true, TurnInfo{})
 	c, end := StartAdapter(c, "a")
 	end(nil)
-	Inject(c, nil)
+	Inject(c, h)
 	turn.End(nil, "", "")
 }
 
 func BenchmarkHooksOff(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
+	h := http.Header{}
 	for b.Loop() {
-		hooksOnce(ctx)
+		hooksOnce(ctx, h)
+	}
+}
+
+// BenchmarkHooksOn is what the same hooks cost a turn with an endpoint
+// set (spans made and queued; the export runs in the background).
+func BenchmarkHooksOn(b *testing.B) {
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer collector.Close()
+	b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	shutdown, err := Setup(context.Background(), "bench", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer shutdown(context.Background())
+	ctx := context.Background()
+	b.ReportAllocs()
+	h := http.Header{}
+	for b.Loop() {
+		hooksOnce(ctx, h)
 	}
 }
