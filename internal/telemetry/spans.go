@@ -97,18 +97,18 @@ func usageAttrs(u *usage.Usage) []attribute.KeyValue {
 	}
 	for _, n := range []struct {
 		key string
-		v   int64
+		v   *int64
 	}{
 		{"gen_ai.usage.input_tokens", u.InputTokens},
 		{"gen_ai.usage.output_tokens", u.OutputTokens},
-		{"gen_ai.usage.cache_read.input_tokens", u.CachedTokens},
+		{"gen_ai.usage.cache_read.input_tokens", u.CacheReadTokens},
 	} {
-		if n.v != 0 {
-			out = append(out, attribute.Int64(n.key, n.v))
+		if n.v != nil { // a figure the CLI did not give is left out, not sent as 0
+			out = append(out, attribute.Int64(n.key, *n.v))
 		}
 	}
-	if u.CostUSD != 0 {
-		out = append(out, attribute.Float64("nerve.cost_usd", u.CostUSD))
+	if u.CostUSD != nil {
+		out = append(out, attribute.Float64("nerve.cost_usd", *u.CostUSD))
 	}
 	return out
 }

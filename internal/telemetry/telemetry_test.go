@@ -98,7 +98,7 @@ func TestOnPropagatesTraceparent(t *testing.T) {
 	if got := h.Get("traceparent"); len(got) != 55 || got[:36] != want {
 		t.Fatalf("traceparent %q, want the thread's trace %s", got, want)
 	}
-	turn.End(&usage.Usage{Model: "m", InputTokens: 1}, "", "")
+	turn.End(&usage.Usage{Model: "m", InputTokens: usage.Int(1)}, "", "")
 }
 
 // hooksOnce is what one local turn calls of this package.
