@@ -112,6 +112,7 @@ func (r *runner) launch(d *workflow.Definition, t *workflow.Thread) {
 		}()
 		err := r.engine().Run(ctx, d, t)
 		if t.Ended() {
+			r.threadSpan(t)
 			r.snaps.remove(t.ID)
 			if t.Workspace != nil {
 				r.removeWorktrees(t.ID)
