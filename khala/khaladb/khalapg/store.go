@@ -132,9 +132,16 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		p.pool.Close()
 		return nil, err
 	}
+	notifier, err := p.notify.dial(ctx)
+	if err != nil {
+		listener.Close(context.Background())
+		stop()
+		p.pool.Close()
+		return nil, err
+	}
 	p.wg.Add(2)
 	go func() { defer p.wg.Done(); p.listen(lctx, listener) }()
-	go func() { defer p.wg.Done(); p.notify.run(lctx) }()
+	go func() { defer p.wg.Done(); p.notify.run(lctx, notifier) }()
 	p.opened.Store(true)
 	return p, nil
 }
