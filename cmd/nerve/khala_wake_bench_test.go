@@ -54,7 +54,7 @@ func BenchmarkKhalaWake(b *testing.B) {
 
 // khPark is how long a poll is parked before the turn is queued (PARK=700ms
 // to see a poll that has waited a while; at least 20ms).
-var khPark = func() time.Duration { d, _ := time.ParseDuration(os.Getenv("PARK")); return max(d, 20*time.Millisecond) }()
+var khPark = func() time.Duration {
 	d, _ := time.ParseDuration(os.Getenv("PARK"))
 	return max(d, 20*time.Millisecond)
 }()
