@@ -1,23 +1,25 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
-
-	"github.com/nerve-agents/nerve/internal/atomicfile"
 )
 
 // Adapter process groups are recorded in $NERVE_HOME/procs while they run,
 // one small file each, so a daemon restarted after a crash can kill what
-// the dead one left behind. Each is replaced atomically, so a daemon dying
-// mid-write leaves no half a record (one that would not parse, and whose
-// group would live on). They are not fsynced: they only need to survive
-// the daemon's death, not the machine's, and a reboot ends the processes
-// anyway.
+// the dead one left behind. A record is one write(2) of a few bytes into a
+// new file: a daemon killed is either before it (no record, as it would be
+// before a rename) or after it (the whole record), so it costs no temp
+// file and rename on every turn. An empty file (killed between the open
+// and the write) does not parse and is removed. They are not fsynced:
+// they only need to survive the daemon's death, not the machine's, and a
+// reboot ends the processes anyway.
 
 func (r *runner) procFile(thread string, step int) string {
 	return filepath.Join(r.d.paths.Home, "procs", fmt.Sprintf("%s-%d", thread, step))
@@ -32,8 +34,11 @@ func (r *runner) RecordProc(thread string, step, pid int) {
 		return
 	}
 	path := r.procFile(thread, step)
-	_ = os.MkdirAll(filepath.Dir(path), 0o700)
-	_ = atomicfile.WriteFileNoSync(path, []byte(fmt.Sprintf("%d %s\n", pid, start)), 0o600)
+	record := []byte(fmt.Sprintf("%d %s\n", pid, start))
+	if err := os.WriteFile(path, record, 0o600); errors.Is(err, fs.ErrNotExist) {
+		_ = os.MkdirAll(filepath.Dir(path), 0o700) // the first turn's
+		_ = os.WriteFile(path, record, 0o600)
+	}
 }
 
 // ForgetProc removes a record once its adapter has ended.
