@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,18 +9,12 @@ import (
 	"syscall"
 )
 
-// Adapter process groups are recorded in $NERVE_HOME/procs while they run,
-// one small file each, so a daemon restarted after a crash can kill what
-// the dead one left behind. A record is one write(2) of a few bytes into a
-// new file: a daemon killed is either before it (no record, as it would be
-// before a rename) or after it (the whole record), so it costs no temp
-// file and rename on every turn. An empty file (killed between the open
-// and the write) does not parse and is removed. They are not fsynced:
-// they only need to survive the daemon's death, not the machine's, and a
-// reboot ends the processes anyway.
+// Adapter process groups are recorded in $NERVE_HOME/procs while they run
+// (procslots.go), so a daemon restarted after a crash can kill what the
+// dead one left behind.
 
-func (r *runner) procFile(thread string, step int) string {
-	return filepath.Join(r.d.paths.Home, "procs", fmt.Sprintf("%s-%d", thread, step))
+func (r *runner) procKey(thread string, step int) string {
+	return fmt.Sprintf("%s-%d", thread, step)
 }
 
 // RecordProc notes a running adapter's group with its start time, so a
@@ -33,22 +25,18 @@ func (r *runner) RecordProc(thread string, step, pid int) {
 	if err != nil {
 		return
 	}
-	path := r.procFile(thread, step)
-	record := []byte(fmt.Sprintf("%d %s\n", pid, start))
-	if err := os.WriteFile(path, record, 0o600); errors.Is(err, fs.ErrNotExist) {
-		_ = os.MkdirAll(filepath.Dir(path), 0o700) // the first turn's
-		_ = os.WriteFile(path, record, 0o600)
-	}
+	r.procs.record(r.procKey(thread, step), pid, start)
 }
 
 // ForgetProc removes a record once its adapter has ended.
 func (r *runner) ForgetProc(thread string, step int) {
 	r.forgetGroup(fmt.Sprintf("%s step %d", thread, step))
-	_ = os.Remove(r.procFile(thread, step))
+	r.procs.forget(r.procKey(thread, step))
 }
 
 // killStaleProcs kills every adapter group a previous daemon recorded and
-// did not see end.
+// did not see end: the lines of the slots file, and the one-file-per-turn
+// records of daemons before it.
 func (r *runner) killStaleProcs() {
 	dir := filepath.Join(r.d.paths.Home, "procs")
 	entries, _ := os.ReadDir(dir)
@@ -59,15 +47,30 @@ func (r *runner) killStaleProcs() {
 		if err != nil {
 			continue
 		}
-		var pid int
-		var start string
-		if _, err := fmt.Sscan(string(b), &pid, &start); err != nil || pid <= 1 {
-			continue
+		records := []string{string(b)}
+		if e.Name() == procSlotsName {
+			records = strings.Split(string(b), "\n")
 		}
-		if cur, err := procStartTime(pid); err == nil && cur == start {
-			r.d.log.Warn("killing an adapter left from before a crash", "pid", pid, "turn", e.Name())
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		for _, rec := range records {
+			r.killStale(rec, e.Name())
 		}
+	}
+}
+
+// killStale kills the group of one record "PID START [KEY]" if its leader
+// still runs; a blank or torn record is skipped.
+func (r *runner) killStale(record, name string) {
+	var pid int
+	var start string
+	if _, err := fmt.Sscan(record, &pid, &start); err != nil || pid <= 1 {
+		return
+	}
+	if f := strings.Fields(record); len(f) > 2 {
+		name = f[2]
+	}
+	if cur, err := procStartTime(pid); err == nil && cur == start {
+		r.d.log.Warn("killing an adapter left from before a crash", "pid", pid, "turn", name)
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	}
 }
 
