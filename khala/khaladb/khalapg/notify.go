@@ -28,6 +28,9 @@ import (
 // pgChannel is the NOTIFY channel of every replica of one database.
 const pgChannel = "khala_changes"
 
+// notifySQL sends each payload of $2 on channel $1.
+const notifySQL = "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p"
+
 // maxPayload stays under PostgreSQL's 8000-byte notification payload.
 const maxPayload = 7000
 
@@ -110,6 +113,9 @@ func (n *pgNotifier) dial(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, n.p.fail("connect to notify", err) // logged once per outage
 	}
+	// Prepared now (an empty array notifies nobody): a fresh backend's
+	// first statement costs milliseconds the first wake-up would wait.
+	_, _ = conn.Exec(ctx, notifySQL, pgChannel, []string{})
 	n.mu.Lock()
 	n.pid = conn.PgConn().PID()
 	n.mu.Unlock()
@@ -141,7 +147,7 @@ func (n *pgNotifier) run(ctx context.Context, conn *pgx.Conn) {
 			conn = c
 		}
 		ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := conn.Exec(ectx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", pgChannel, payloads)
+		_, err := conn.Exec(ectx, notifySQL, pgChannel, payloads)
 		cancel()
 		if err != nil {
 			conn.Close(context.Background())

@@ -73,6 +73,21 @@ SELECT ` + turnCols + `,
 		AND q.step = ANY (th.th_pending)) - 1,
 	` + claimViewCols
 
+// prepareHot prepares the claims on a new pool connection, named by
+// their text so that pgx uses them as it would its own cache's. A
+// backend's first statement over these tables loads their catalog
+// entries and a claim's plan costs milliseconds: paid here, not by the
+// long poll a turn queued on another replica wakes. A failure (before
+// the schema is migrated) leaves it to the first use, as before.
+func prepareHot(ctx context.Context, conn *pgx.Conn) error {
+	for _, sql := range []string{claimOneSQL, claimSQL} {
+		if _, err := conn.Prepare(ctx, sql, sql); err != nil {
+			break
+		}
+	}
+	return nil
+}
+
 // pickedCTE picks up to limit queued turns, oldest first, of the
 // workflows and roles (text[] parameters; empty: any), locking each with
 // its thread's event counter and skipping any another transaction holds.
