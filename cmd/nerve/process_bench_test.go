@@ -51,7 +51,7 @@ func BenchmarkProcess(b *testing.B) {
 	}
 	for prefix, bin := range bins {
 		b.Run(prefix+"knowledge-query-goroot", func(b *testing.B) {
-			cmd := exec.Command(bin, "knowledge", "query", "where are RFC 3339 timestamps parsed")
+			cmd := exec.Command(bin, "knowledge", "query", "--repo", root, "where are RFC 3339 timestamps parsed")
 			cmd.Dir = root
 			cmd.Env = append(os.Environ(), "NERVE_HOME="+home)
 			benchProcess(b, cmd)
