@@ -54,23 +54,16 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, a khaladb.A
 		turns    []khaladb.Turn
 		handedWS map[string]*workflow.Workspace // of handed-over turns' threads
 	)
-	for first := true; ; first = false {
+	for {
 		// Take the hint before looking, so a turn queued in between
 		// still wakes us.
 		hint := s.store.Changed(khaladb.TopicQueue)
 		q.Now = s.now()
-		// A long poll's first look may be skipped (emptyqueue.go); a
-		// re-check after s.opts.Recheck always asks the database.
-		if !first || wait == 0 || !s.empty.empty(hint) {
-			var err error
-			turns, err = s.store.Claim(ctx, q)
-			if err != nil {
-				s.fail(w, r, err)
-				return
-			}
-			if len(turns) == 0 && len(q.Workflows) == 0 && len(q.Roles) == 0 {
-				s.empty.saw(hint)
-			}
+		var err error
+		turns, err = s.store.Claim(ctx, q)
+		if err != nil {
+			s.fail(w, r, err)
+			return
 		}
 		if len(turns) > 0 || wait == 0 {
 			break

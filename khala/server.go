@@ -69,7 +69,6 @@ type Server struct {
 	closeOnce sync.Once
 	sweep     *sweeper
 	handoffs  handoffs   // long polls a new turn may be handed to
-	empty     emptyQueue // the queue known empty: long polls park at once
 	docs      threadDocs // moderator documents between a thread's turns
 }
 
