@@ -73,17 +73,16 @@ SELECT ` + turnCols + `,
 		AND q.step = ANY (th.th_pending)) - 1,
 	` + claimViewCols
 
-// prepareHot prepares the claims on a new pool connection, named by
-// their text so that pgx uses them as it would its own cache's. A
-// backend's first statement over these tables loads their catalog
-// entries and a claim's plan costs milliseconds: paid here, not by the
-// long poll a turn queued on another replica wakes. A failure (before
-// the schema is migrated) leaves it to the first use, as before.
-func prepareHot(ctx context.Context, conn *pgx.Conn) error {
-	for _, sql := range []string{claimOneSQL, claimSQL} {
-		if _, err := conn.Prepare(ctx, sql, sql); err != nil {
-			break
-		}
+// warmClaims plans the claims once (EXPLAIN: nothing runs, nothing is
+// locked) on a new pool connection. A fresh backend's first statement over
+// these tables loads their catalog entries, which costs milliseconds:
+// paid here, not by the long poll a turn queued on another replica wakes.
+// No statement is kept prepared, so a later migration cannot leave one
+// stale. A failure (before the schema is migrated) changes nothing.
+func warmClaims(ctx context.Context, conn *pgx.Conn) error {
+	none := []string{}
+	if _, err := conn.Exec(ctx, "EXPLAIN "+claimOneSQL, pgx.QueryExecModeSimpleProtocol, none, none, "warm", "warm", int64(0)); err == nil {
+		_, _ = conn.Exec(ctx, "EXPLAIN "+claimSQL, pgx.QueryExecModeSimpleProtocol, 2, none, none, []string{"warm", "warm"}, "warm", int64(0))
 	}
 	return nil
 }

@@ -90,7 +90,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: %s", ErrBadDSN, parseErrReason(err))
 	}
 	cfg.MaxConns = int32(o.PoolSize)
-	cfg.AfterConnect = prepareHot
+	cfg.AfterConnect = warmClaims
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	}
