@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -197,12 +198,14 @@ func TurnRef(branch string, step int, commit string) string {
 	return fmt.Sprintf("refs/nerve/turns/%s/step-%d-%s", branch, step, short(commit))
 }
 
-var shortstat = regexp.MustCompile(`(?m)^ ?(\d+) files? changed(?:, (\d+) insertions?\(\+\))?(?:, (\d+) deletions?\(-\))?$`)
+var shortstat = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^ ?(\d+) files? changed(?:, (\d+) insertions?\(\+\))?(?:, (\d+) deletions?\(-\))?$`)
+})
 
 // parseShortstat reads git's "N files changed, I insertions(+), D
 // deletions(-)" line.
 func parseShortstat(out string) (Changes, bool) {
-	g := shortstat.FindStringSubmatch(out)
+	g := shortstat().FindStringSubmatch(out)
 	if g == nil {
 		return Changes{}, false
 	}

@@ -73,6 +73,20 @@ SELECT ` + turnCols + `,
 		AND q.step = ANY (th.th_pending)) - 1,
 	` + claimViewCols
 
+// warmClaims plans the claims once (EXPLAIN: nothing runs, nothing is
+// locked) on a new pool connection. A fresh backend's first statement over
+// these tables loads their catalog entries, which costs milliseconds:
+// paid here, not by the long poll a turn queued on another replica wakes.
+// No statement is kept prepared, so a later migration cannot leave one
+// stale. A failure (before the schema is migrated) changes nothing.
+func warmClaims(ctx context.Context, conn *pgx.Conn) error {
+	none := []string{}
+	if _, err := conn.Exec(ctx, "EXPLAIN "+claimOneSQL, pgx.QueryExecModeSimpleProtocol, none, none, "warm", "warm", int64(0)); err == nil {
+		_, _ = conn.Exec(ctx, "EXPLAIN "+claimSQL, pgx.QueryExecModeSimpleProtocol, 2, none, none, []string{"warm", "warm"}, "warm", int64(0))
+	}
+	return nil
+}
+
 // pickedCTE picks up to limit queued turns, oldest first, of the
 // workflows and roles (text[] parameters; empty: any), locking each with
 // its thread's event counter and skipping any another transaction holds.
