@@ -41,8 +41,8 @@ func (d *Definition) IsHuman(role string) bool {
 	return r != nil && r.Human
 }
 
-// Answerers says who may answer a human role's turn, for a person reading
-// it: the names of answered_by, or "anyone with a person token"/"you".
+// Answerers names who may answer a human role's turn (answered_by);
+// empty means anyone with a person token.
 func (d *Definition) Answerers(role string) []string {
 	if r := d.Roles[role]; r != nil {
 		return r.AnsweredBy
