@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/nerve-agents/nerve/internal/usage"
 )
@@ -112,7 +113,9 @@ func validUTF8Suffix(s string) string {
 // own words (rate_limit_error, RESOURCE_EXHAUSTED, "Quota exceeded") and
 // the subscription CLIs' usage limits ("usage limit reached", "hit your
 // usage limit").
-var rateLimitRE = regexp.MustCompile(`(?i)\b429\b|too many requests|rate[ _-]?limit|resource[ _]exhausted|quota (exceeded|exhausted)|exceeded (your |the )?(current )?quota|usage limit|insufficient_quota`)
+var rateLimitRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)\b429\b|too many requests|rate[ _-]?limit|resource[ _]exhausted|quota (exceeded|exhausted)|exceeded (your |the )?(current )?quota|usage limit|insufficient_quota`)
+})
 
 // RateLimited reports whether err is a turn that failed because the
 // CLI's API refused for rate or quota (HTTP 429 and the CLIs' own quota
@@ -123,11 +126,11 @@ func RateLimited(err error) bool {
 	if !errors.As(err, &e) || errors.Is(err, ErrTimeout) || errors.Is(err, ErrNotFound) {
 		return false
 	}
-	if rateLimitRE.MatchString(e.Reason) {
+	if rateLimitRE().MatchString(e.Reason) {
 		return true
 	}
 	for _, l := range e.StderrTail {
-		if rateLimitRE.MatchString(l) && !strings.Contains(strings.ToLower(l), "disk quota") {
+		if rateLimitRE().MatchString(l) && !strings.Contains(strings.ToLower(l), "disk quota") {
 			return true
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/nerve-agents/nerve/internal/usage"
 
@@ -23,7 +24,7 @@ var (
 	reflexDos  = []string{"turn", "workflow"}
 	logLevels  = []string{"debug", "info", "warn", "error"}
 	logFormats = []string{"text", "json", "logfmt"}
-	nameRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+	nameRE     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`) })
 )
 
 // Validate checks the merged configuration and returns every problem, each
@@ -44,7 +45,7 @@ func Validate(cfg *Config, lines yamlfile.Lines) yamlfile.Errors {
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Remotes)) {
 		p := "remotes." + name
-		if !nameRE.MatchString(name) {
+		if !nameRE().MatchString(name) {
 			v.add(p, "remote name %q: use letters, digits, '-', '_' and '.'", name)
 		}
 		u, err := url.Parse(cfg.Remotes[name].URL)

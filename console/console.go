@@ -48,6 +48,7 @@ type Console struct {
 
 // New returns a console over o.Source.
 func New(o Options) *Console {
+	pages() // parsed now, so the first page served does not wait for it
 	if o.SessionTTL <= 0 {
 		o.SessionTTL = 12 * time.Hour
 	}
@@ -205,7 +206,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, v v
 	buf.Reset()
 	defer bufs.Put(buf)
 	p := pageData{Title: v.title, Site: c.opts.Title, Nav: v.nav, User: u, Data: v.data, NotYet: v.notYet}
-	if err := pages[v.name].ExecuteTemplate(buf, "layout", p); err != nil {
+	if err := pages()[v.name].ExecuteTemplate(buf, "layout", p); err != nil {
 		c.log.Error("console template failed", "template", v.name, "err", err)
 		http.Error(w, "internal error rendering the page; see the server log", http.StatusInternalServerError)
 		return

@@ -49,7 +49,7 @@ func (c *Console) handleLive(w http.ResponseWriter, r *http.Request, _ user) {
 	w.WriteHeader(http.StatusOK)
 	_ = rc.Flush()
 
-	tmpl := pages["thread"]
+	tmpl := pages()["thread"]
 	var buf bytes.Buffer
 	send := func(seq uint64, p patch) error {
 		data, _ := json.Marshal(p)
@@ -181,7 +181,7 @@ func (c *Console) handleLiveCounts(w http.ResponseWriter, r *http.Request, _ use
 		}
 		if first || p.Counts != last {
 			var b bytes.Buffer
-			if err := pages["threads"].ExecuteTemplate(&b, "counts", p.Counts); err != nil {
+			if err := pages()["threads"].ExecuteTemplate(&b, "counts", p.Counts); err != nil {
 				return
 			}
 			data, _ := json.Marshal(patch{Replace: "counts", HTML: b.String()})

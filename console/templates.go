@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nerve-agents/nerve/internal/usage"
@@ -17,15 +18,17 @@ import (
 var templateFS embed.FS
 
 // pages are the templates by page name: each is the layout, the shared
-// partials and the page's own file.
-var pages = func() map[string]*template.Template {
+// partials and the page's own file. Parsed at the first use (New), not
+// at init: every nerve command links this package, and parsing costs a
+// millisecond that `nerve version` or `nerve thread messages` would pay.
+var pages = sync.OnceValue(func() map[string]*template.Template {
 	base := template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html"))
 	m := map[string]*template.Template{}
 	for _, name := range []string{"signin", "error", "threads", "thread", "inbox", "workflows", "workflow", "agents", "queue", "usage"} {
 		m[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFS, "templates/"+name+".html"))
 	}
 	return m
-}()
+})
 
 var funcs = template.FuncMap{
 	"when": func(t time.Time) string {

@@ -147,6 +147,7 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 	err = d.shutdown(srv, killWork)
+	d.runner.procs.close()
 	stopOutbox()
 	<-outboxDone
 	d.outbox.drain(5 * time.Second)

@@ -99,7 +99,7 @@ func (o *outbox) flush(ctx context.Context) int {
 // the usual case costs no hand-off to the delivery loop. Whatever it
 // cannot deliver stays in the outbox for the loop. It returns the
 // server's acknowledgement when the response was accepted.
-func (o *outbox) sendNow(it store.OutboxItem) (remote.Answered, bool) {
+func (o *outbox) sendNow(trace context.Context, it store.OutboxItem) (remote.Answered, bool) {
 	o.mu.Lock()
 	if time.Until(o.backoff[it.Remote]) > 0 {
 		o.mu.Unlock()
@@ -119,7 +119,7 @@ func (o *outbox) sendNow(it store.OutboxItem) (remote.Answered, bool) {
 		return remote.Answered{}, false
 	}
 	cl.Retries = 0
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(trace, 30*time.Second)
 	defer cancel()
 	ans, err := cl.Respond(ctx, it.Turn, it.Response)
 	if !o.settle(it, err) {

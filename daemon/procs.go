@@ -7,20 +7,14 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-
-	"github.com/nerve-agents/nerve/internal/atomicfile"
 )
 
-// Adapter process groups are recorded in $NERVE_HOME/procs while they run,
-// one small file each, so a daemon restarted after a crash can kill what
-// the dead one left behind. Each is replaced atomically, so a daemon dying
-// mid-write leaves no half a record (one that would not parse, and whose
-// group would live on). They are not fsynced: they only need to survive
-// the daemon's death, not the machine's, and a reboot ends the processes
-// anyway.
+// Adapter process groups are recorded in $NERVE_HOME/procs while they run
+// (procslots.go), so a daemon restarted after a crash can kill what the
+// dead one left behind.
 
-func (r *runner) procFile(thread string, step int) string {
-	return filepath.Join(r.d.paths.Home, "procs", fmt.Sprintf("%s-%d", thread, step))
+func (r *runner) procKey(thread string, step int) string {
+	return fmt.Sprintf("%s-%d", thread, step)
 }
 
 // RecordProc notes a running adapter's group with its start time, so a
@@ -31,19 +25,18 @@ func (r *runner) RecordProc(thread string, step, pid int) {
 	if err != nil {
 		return
 	}
-	path := r.procFile(thread, step)
-	_ = os.MkdirAll(filepath.Dir(path), 0o700)
-	_ = atomicfile.WriteFileNoSync(path, []byte(fmt.Sprintf("%d %s\n", pid, start)), 0o600)
+	r.procs.record(r.procKey(thread, step), pid, start)
 }
 
 // ForgetProc removes a record once its adapter has ended.
 func (r *runner) ForgetProc(thread string, step int) {
 	r.forgetGroup(fmt.Sprintf("%s step %d", thread, step))
-	_ = os.Remove(r.procFile(thread, step))
+	r.procs.forget(r.procKey(thread, step))
 }
 
 // killStaleProcs kills every adapter group a previous daemon recorded and
-// did not see end.
+// did not see end: the lines of the slots file, and the one-file-per-turn
+// records of daemons before it.
 func (r *runner) killStaleProcs() {
 	dir := filepath.Join(r.d.paths.Home, "procs")
 	entries, _ := os.ReadDir(dir)
@@ -54,15 +47,30 @@ func (r *runner) killStaleProcs() {
 		if err != nil {
 			continue
 		}
-		var pid int
-		var start string
-		if _, err := fmt.Sscan(string(b), &pid, &start); err != nil || pid <= 1 {
-			continue
+		records := []string{string(b)}
+		if e.Name() == procSlotsName {
+			records = strings.Split(string(b), "\n")
 		}
-		if cur, err := procStartTime(pid); err == nil && cur == start {
-			r.d.log.Warn("killing an adapter left from before a crash", "pid", pid, "turn", e.Name())
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		for _, rec := range records {
+			r.killStale(rec, e.Name())
 		}
+	}
+}
+
+// killStale kills the group of one record "PID START [KEY]" if its leader
+// still runs; a blank or torn record is skipped.
+func (r *runner) killStale(record, name string) {
+	var pid int
+	var start string
+	if _, err := fmt.Sscan(record, &pid, &start); err != nil || pid <= 1 {
+		return
+	}
+	if f := strings.Fields(record); len(f) > 2 {
+		name = f[2]
+	}
+	if cur, err := procStartTime(pid); err == nil && cur == start {
+		r.d.log.Warn("killing an adapter left from before a crash", "pid", pid, "turn", name)
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	}
 }
 

@@ -63,7 +63,7 @@ func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string
 		r.d.log.Error("remote turn", "remote", remoteName, "err", err)
 		return
 	}
-	if h, _ := r.d.gate.Check(adapterName); h != nil {
+	if h, _ := r.d.gate.Check(adapterName); h != nil && t.Merge == nil { // a merge runs no adapter
 		// Held back since it was claimed (a cap reached, a pause): another
 		// agent may take it now, where this one would have to wait.
 		r.d.log.Info("giving back a claimed turn: its adapter is held back", "turn", t.Turn, "why", h.Reason)
@@ -81,21 +81,31 @@ func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string
 	}
 	ctx, cancel := context.WithCancelCause(r.ctx)
 	defer cancel(nil)
+	ctx, span := r.startRemoteSpan(ctx, cl.BaseURL, remoteName, t, adapterName)
 	hbDone := r.heartbeat(ctx, cancel, cl, t)
-	resp, ok := r.execRemote(ctx, cl, remoteName, t, adapterName)
+	var resp api.Response
+	var ok bool
+	if t.Merge != nil {
+		resp, ok = r.execMerge(ctx, remoteName, t)
+	} else {
+		resp, ok = r.execRemote(ctx, cl, remoteName, t, adapterName)
+	}
 	ran := time.Now()
 	cancel(nil)
 	<-hbDone
 	if !ok {
 		switch cause := context.Cause(ctx); {
 		case errors.Is(cause, errClaimLost):
+			span.Interrupted("claim lost")
 			r.d.log.Info("dropped a turn whose claim was lost", "remote", remoteName, "turn", t.Turn)
 			r.deleteClaim(remoteName, t.Turn)
 		default: // shutdown: give the turn back for another agent
+			span.Interrupted("shutdown")
 			r.release(remoteName, t)
 		}
 		return
 	}
+	defer endSpan(span, workflow.Message{Usage: resp.Usage, Error: resp.Error})
 	done()
 	item, err := r.d.store.Enqueue(store.OutboxItem{Remote: remoteName, Turn: t.Turn, Thread: t.Thread, Response: resp, QueuedAt: time.Now().UTC()})
 	if err != nil {
@@ -104,8 +114,8 @@ func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string
 	}
 	r.deleteClaim(remoteName, t.Turn) // the outbox has it now
 	queued := time.Now()
-	ans, sent := r.d.outbox.sendNow(item)
-	if m, ok := ans.Message(t, resp); sent && ok {
+	ans, sent := r.d.outbox.sendNow(context.WithoutCancel(ctx), item) // ctx: the turn's span
+	if m, ok := ans.Message(t, resp); sent && ok && t.Merge == nil {
 		r.hist.add(historyKey(remoteName, t), m)
 	}
 	if t.Workspace != nil {
@@ -173,7 +183,7 @@ func remoteWorkspace(t api.Turn, key string) *workspace.Turn {
 		return nil
 	}
 	return &workspace.Turn{Workspace: workspace.Workspace{Repo: w.Repo, Cloud: true, Base: w.Base, Branch: w.Branch, Head: w.Head},
-		Key: key, Step: t.Step}
+		Key: key, Step: t.Step, Parallel: t.Parallel}
 }
 
 // heartbeat renews the lease about three times per lease while the turn

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -32,13 +33,15 @@ type runner struct {
 	exec     *reflex.Executor
 	ws       *workspace.Manager // threads' git workspaces
 	rtrees   remoteTrees        // remote threads' worktrees kept here
+	procs    *procSlots         // running adapters, for the next daemon after a crash
 }
 
 func newRunner(d *Daemon, ctx context.Context) *runner {
 	r := &runner{d: d, ctx: ctx, threads: map[string]context.CancelCauseFunc{},
 		active: map[string]ActiveTurn{}, waiting: map[string]workflow.Waiting{}, groups: map[int]string{},
 		idle:  make(chan struct{}),
-		snaps: newSnapshots(d.paths.Snapshots()), ws: &workspace.Manager{Home: d.paths.Home}}
+		snaps: newSnapshots(d.paths.Snapshots()), ws: &workspace.Manager{Home: d.paths.Home},
+		procs: newProcSlots(filepath.Join(d.paths.Home, "procs"))}
 	r.hist = newHistories(r.snaps.remove)
 	r.exec = newExecutor(d, r)
 	return r
@@ -112,6 +115,7 @@ func (r *runner) launch(d *workflow.Definition, t *workflow.Thread) {
 		}()
 		err := r.engine().Run(ctx, d, t)
 		if t.Ended() {
+			r.threadSpan(t)
 			r.snaps.remove(t.ID)
 			if t.Workspace != nil {
 				r.removeWorktrees(t.ID)

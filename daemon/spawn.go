@@ -71,5 +71,9 @@ func logTail(path string, offset int64) string {
 		return "no output"
 	}
 	lines := strings.Split(strings.TrimSpace(string(b[offset:])), "\n")
-	return lines[len(lines)-1]
+	last := lines[len(lines)-1]
+	if n := len(lines); n > 1 && strings.HasPrefix(last, "hint: ") {
+		return lines[n-2] + " (" + last + ")" // the error, not only its hint
+	}
+	return last
 }

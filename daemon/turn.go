@@ -47,6 +47,7 @@ func (r *runner) runTurn(ctx context.Context, t *workflow.Thread, d *workflow.De
 	ref := workflow.Ref{Workflow: t.Workflow, Thread: t.ID}.String()
 	// The thread's workspace is read before the turn: the engine moves
 	// its head only between rounds.
+	ctx, span := r.startLocalSpan(ctx, t, turn, agent, role.Adapter)
 	a, ok := r.exec.Run(ctx, &reflex.Turn{
 		Thread: t.ID, Ref: ref, Key: t.ID, Step: turn.Step, Role: turn.Role, Adapter: role.Adapter,
 		Prompt:  workflow.Prompt(d, ref, turn, history),
@@ -55,10 +56,13 @@ func (r *runner) runTurn(ctx context.Context, t *workflow.Thread, d *workflow.De
 		RoleDef:   func() *workflow.Role { return role },
 	})
 	if !ok {
+		span.Interrupted("stopped")
 		return workflow.Message{}
 	}
-	return workflow.Message{Agent: agent, Adapter: role.Adapter,
+	m := workflow.Message{Agent: agent, Adapter: role.Adapter,
 		Content: a.Content, Meta: a.Meta, Usage: a.Usage, Error: a.Error, Commit: a.Commit, Changes: a.Changes}
+	endSpan(span, m)
+	return m
 }
 
 // TurnStarted and TurnEnded keep the active turns (daemon status, the

@@ -147,7 +147,7 @@ func (c *consoleSource) Thread(ctx context.Context, id string) (*console.ThreadD
 	if err != nil {
 		return nil, err
 	}
-	d := &console.ThreadDetail{Thread: *tj.Thread, Messages: v.Messages, Events: evs, Children: consoleChildren(links)}
+	d := &console.ThreadDetail{Thread: *tj.Thread, Messages: khaladb.WithStepErrors(&v.Thread, v.Messages), Events: evs, Children: consoleChildren(links)}
 	for _, w := range tj.Waiting {
 		d.Waiting = append(d.Waiting, console.NewInboxItem(w))
 	}

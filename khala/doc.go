@@ -49,6 +49,19 @@
 // of threads and messages, so no schema change was needed, and a message
 // without them is stored exactly as before.
 //
+// Turns queued together for a workspace thread are a parallel round: each
+// is claimed with "parallel": true (its daemon keeps its commit under its
+// turn ref, not the branch), and its answer leaves the head alone. The
+// round's last answer queues a merge turn instead of asking the moderator:
+// role "nerve.merge" (api.MergeRole), step MergeStepBase plus the round's
+// last step, claimable by a claim of its workflow whatever roles it names, with
+// "merge": {"from", "turns": [{"step", "commit"}]} in step order. Its
+// answer carries the branch's new head in "commit" and, on a conflict,
+// "error" {kind "merge", message: the files} and the conflicting "step";
+// the head moves, the error goes on that step's message (kept in the
+// thread record and laid over the stored message, which never changes),
+// and the moderator is asked. See merge.go.
+//
 // # Tokens
 //
 // Four kinds, each 192 random bits behind a prefix that says what it is:

@@ -31,6 +31,7 @@ type answerRequest struct {
 	Claim   string
 	Agent   string
 	Message workflow.Message // Content, Meta, Error, Adapter, Usage, Commit, Changes
+	Step    int              // a merge turn's answer: the step whose commit did not merge
 }
 
 // startThread builds a new thread and routes its first step.
@@ -69,6 +70,9 @@ func answer(ctx context.Context, defs *defCache, docs *workflow.DocCache, v *kha
 	if err != nil {
 		return nil, err
 	}
+	if t.Role == khaladb.MergeRole {
+		return mergeAnswer(ctx, def, docs, v, t, req, rt, now)
+	}
 	m := req.Message
 	m.Agent = req.Agent
 	ev := workflow.Event{At: now, Type: workflow.EventTurnAnswered, Thread: t.Thread, Step: t.Step, Role: t.Role,
@@ -95,7 +99,10 @@ func closeTurn(ctx context.Context, def *workflow.Definition, docs *workflow.Doc
 	c.Thread.UpdatedAt = now
 	// The branch is at the answer's commit on the shared remote: the agent
 	// pushed it (with a lease on the head it started from) before answering.
-	c.Thread.Workspace = movedHead(c.Thread.Workspace, m.Commit)
+	// A parallel turn's commit waits under its turn ref for the merge.
+	if !parallelStep(&c.Thread, t.Step) {
+		c.Thread.Workspace = movedHead(c.Thread.Workspace, m.Commit)
+	}
 	c.Thread.RecountUsage(v.Messages)
 	spend(c, m)
 	if stopOverBudget(def, v, c, t.ID, now) {
@@ -104,8 +111,11 @@ func closeTurn(ctx context.Context, def *workflow.Definition, docs *workflow.Doc
 	if len(c.Thread.Pending) > 0 {
 		return c, nil // parallel turns: the moderator waits for all of them
 	}
-	msgs := append(slices.Clone(v.Messages), m)
+	msgs := append(slices.Clone(khaladb.WithStepErrors(&c.Thread, v.Messages)), m)
 	slices.SortStableFunc(msgs, func(a, b workflow.Message) int { return a.Step - b.Step })
+	if merging, err := queueMerge(def, c, msgs, now); merging || err != nil {
+		return c, err // the merge turn's answer asks the moderator
+	}
 	return c, routeThread(ctx, def, c, msgs, openTurns(v, t.ID), docs, rt, now)
 }
 
@@ -181,6 +191,7 @@ func queueTurns(def *workflow.Definition, c *khaladb.ThreadChange, turns []workf
 		c.Turns = append(c.Turns, t)
 		c.Events = append(c.Events, ev)
 	}
+	noteRound(th, turns)
 	th.Pending = append(slices.Clone(th.Pending), turns...)
 	th.Step += len(turns)
 	return nil

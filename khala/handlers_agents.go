@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/nerve-agents/nerve/khala/khaladb"
 )
 
-var agentNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+var agentNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
 
 // healthTimeout bounds the storage ping of GET /v1/health, so a load
 // balancer's probe gets an answer while the database hangs.
@@ -40,7 +41,7 @@ func (s *Server) handleEnroll(w http.ResponseWriter, r *http.Request, a khaladb.
 		s.fail(w, r, err)
 		return
 	}
-	if !agentNameRE.MatchString(req.Name) {
+	if !agentNameRE().MatchString(req.Name) {
 		s.fail(w, r, badRequest("name %q: an agent name is 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name))
 		return
 	}

@@ -222,7 +222,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request, _ khalad
 		return
 	}
 	if v := s.view(w, r); v != nil {
-		writeJSON(w, http.StatusOK, f.Apply(v.Messages))
+		writeJSON(w, http.StatusOK, f.Apply(khaladb.WithStepErrors(&v.Thread, v.Messages)))
 	}
 }
 

@@ -52,7 +52,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, a khaladb.A
 	defer timer.Stop()
 	var (
 		turns    []khaladb.Turn
-		handedWS map[string]*workflow.Workspace // of handed-over turns' threads
+		handedWS map[string]threadWS // of handed-over turns' threads
 	)
 	for {
 		// Take the hint before looking, so a turn queued in between
@@ -110,7 +110,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, a khaladb.A
 		s.sweep.poke(t.LeaseExpires)
 		out = append(out, api.Turn{Turn: t.ID, Claim: t.Claim, Thread: t.Thread, Workflow: t.Workflow, Role: t.Role,
 			Prompt: t.Prompt, Instruction: t.Instruction, Step: t.Step, Attempt: t.Attempt, LeaseExpires: t.LeaseExpires,
-			Workspace: ws[t.Thread]})
+			Workspace: ws[t.Thread].ws, Parallel: ws[t.Thread].round.Has(t.Step), Merge: mergeWork(&t)})
 	}
 	s.metrics.turnsClaimed.Add(int64(len(turns)))
 	s.metrics.claimRequests.observe(time.Since(start))
@@ -122,8 +122,8 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, a khaladb.A
 // a thread known to have none (handoffs.isBare) costs nothing; any other
 // turn taken from the queue costs one read of its thread (one per thread,
 // however many of its turns were claimed), for the head it starts from.
-func (s *Server) claimWorkspaces(ctx context.Context, turns []khaladb.Turn, handed map[string]*workflow.Workspace) (map[string]*workflow.Workspace, error) {
-	var out map[string]*workflow.Workspace
+func (s *Server) claimWorkspaces(ctx context.Context, turns []khaladb.Turn, handed map[string]threadWS) (map[string]threadWS, error) {
+	var out map[string]threadWS
 	seen := map[string]bool{}
 	for _, t := range turns {
 		if seen[t.Thread] {
@@ -136,13 +136,13 @@ func (s *Server) claimWorkspaces(ctx context.Context, turns []khaladb.Turn, hand
 			if err != nil {
 				return nil, err
 			}
-			if ws = v.Thread.Workspace; ws == nil {
+			if ws = (threadWS{ws: v.Thread.Workspace, round: v.Thread.Round}); ws.ws == nil {
 				s.handoffs.sawBare(t.Thread)
 			}
 		}
-		if ws != nil {
+		if ws.ws != nil {
 			if out == nil {
-				out = map[string]*workflow.Workspace{}
+				out = map[string]threadWS{}
 			}
 			out[t.Thread] = ws
 		}
@@ -210,6 +210,7 @@ type responseRequest struct {
 	Usage   *usage.Usage      `json:"usage"`
 	Commit  string            `json:"commit"`
 	Changes *workflow.Changes `json:"changes"`
+	Step    int               `json:"step"`
 }
 
 // message checks the answer's parts and returns it as a message.
@@ -279,7 +280,7 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request, a khalad
 		handed = nil
 		now = s.now()
 		var err error
-		c, err = answer(r.Context(), s.defs, docs, v, turn, answerRequest{Claim: req.Claim, Agent: a.Name, Message: m}, rt, now)
+		c, err = answer(r.Context(), s.defs, docs, v, turn, answerRequest{Claim: req.Claim, Agent: a.Name, Message: m, Step: req.Step}, rt, now)
 		if err != nil {
 			return nil, err
 		}

@@ -63,7 +63,7 @@ type waiter struct {
 	// ws holds the workspace of each thread whose turns were handed over,
 	// taken from the change that queued them (no read to find it); it is
 	// written before got is sent on.
-	ws map[string]*workflow.Workspace
+	ws map[string]threadWS
 }
 
 // park adds a long poll that found nothing to the waiting list.
@@ -138,9 +138,10 @@ func (h *handoffs) reserve(c *khaladb.ThreadChange, now time.Time) *reservation 
 			Step: t.Step, Role: t.Role, Agent: t.Agent, Turn: t.ID, Claim: t.Claim, Attempt: t.Attempt})
 		r.turns[w] = append(r.turns[w], *t)
 		if w.ws == nil {
-			w.ws = map[string]*workflow.Workspace{}
+			w.ws = map[string]threadWS{}
 		}
-		w.ws[t.Thread] = c.Thread.Workspace // nil too: no read for a thread without one
+		// nil too: no read for a thread without one
+		w.ws[t.Thread] = threadWS{ws: c.Thread.Workspace, round: c.Thread.Round}
 	}
 	return r
 }
@@ -176,5 +177,5 @@ func (r *reservation) settle(committed bool) {
 // takes reports whether a claim with q's filters may get t.
 func takes(q *khaladb.ClaimQuery, t *khaladb.Turn) bool {
 	return (len(q.Workflows) == 0 || slices.Contains(q.Workflows, t.Workflow)) &&
-		(len(q.Roles) == 0 || slices.Contains(q.Roles, t.Role))
+		(len(q.Roles) == 0 || slices.Contains(q.Roles, t.Role) || t.Role == khaladb.MergeRole)
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nerve-agents/nerve/internal/telemetry"
 	"github.com/nerve-agents/nerve/khala/khaladb"
 )
 
@@ -179,7 +180,7 @@ func (s *Server) Handler() http.Handler {
 	add("/v1/usage", route{method: "GET", auth: authAgent, h: s.handleUsage})
 	add("/metrics", route{method: "GET", auth: authAgent, h: s.handleMetrics})
 	mux.Handle("/", s.consoleHandler(s.opts.PersonAuth))
-	return s.middleware(mux)
+	return telemetry.Handler("khala", s.middleware(mux))
 }
 
 func (s *Server) middleware(next http.Handler) http.Handler {

@@ -56,10 +56,10 @@ func ChunkFile(name string, content []byte) []Chunk {
 		bs = goBoundaries(content, lines)
 		inner = goInner
 	case ".ts", ".tsx", ".mts", ".cts", ".js", ".jsx", ".mjs", ".cjs":
-		bs = scanBoundaries(lines, tsTop, commentPrefixes)
+		bs = scanBoundaries(lines, tsTop(), commentPrefixes)
 		inner = tsInner
 	case ".py", ".pyi":
-		bs = scanBoundaries(lines, pyTop, []string{"#", "@"})
+		bs = scanBoundaries(lines, pyTop(), []string{"#", "@"})
 		inner = pyInner
 	case ".md", ".mdx", ".markdown":
 		bs = markdownBoundaries(lines)

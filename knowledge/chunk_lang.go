@@ -6,15 +6,22 @@ import (
 	"go/token"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 var (
-	goTop = regexp.MustCompile(`^(?:func\s+(?:\(\s*(?:\w+\s+)?\*?(\w+)[^)]*\)\s*)?(\w+)|(?:type|var|const)\s+(\w+)|(?:type|var|const)\s*\()`)
-	tsTop = regexp.MustCompile(`^(?:export\s+)?(?:default\s+)?(?:declare\s+)?(?:async\s+)?(?:abstract\s+)?(?:function\*?|class|interface|type|enum|namespace|module|const|let|var)\s+([A-Za-z_$][\w$]*)`)
-	tsIn  = regexp.MustCompile(`^\s{1,12}(?:(?:public|private|protected|static|readonly|async|abstract|override|get|set|export|function)\s+)*\*?([A-Za-z_$][\w$]*)\s*(?:<[^>]*>)?\s*\([^;]*$`)
-	pyTop = regexp.MustCompile(`^(?:async\s+def|def|class)\s+(\w+)`)
-	pyIn  = regexp.MustCompile(`^\s+(?:async\s+def|def|class)\s+(\w+)`)
-	mdHdr = regexp.MustCompile(`^(#{1,6})\s+(.*?)\s*#*\s*$`)
+	goTop = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(?:func\s+(?:\(\s*(?:\w+\s+)?\*?(\w+)[^)]*\)\s*)?(\w+)|(?:type|var|const)\s+(\w+)|(?:type|var|const)\s*\()`)
+	})
+	tsTop = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(?:export\s+)?(?:default\s+)?(?:declare\s+)?(?:async\s+)?(?:abstract\s+)?(?:function\*?|class|interface|type|enum|namespace|module|const|let|var)\s+([A-Za-z_$][\w$]*)`)
+	})
+	tsIn = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^\s{1,12}(?:(?:public|private|protected|static|readonly|async|abstract|override|get|set|export|function)\s+)*\*?([A-Za-z_$][\w$]*)\s*(?:<[^>]*>)?\s*\([^;]*$`)
+	})
+	pyTop = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(?:async\s+def|def|class)\s+(\w+)`) })
+	pyIn  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\s+(?:async\s+def|def|class)\s+(\w+)`) })
+	mdHdr = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(#{1,6})\s+(.*?)\s*#*\s*$`) })
 )
 
 var commentPrefixes = []string{"//", "/*", "*", "*/", "@"}
@@ -33,7 +40,7 @@ func goBoundaries(content []byte, lines []string) []boundary {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "", content, parser.ParseComments|parser.SkipObjectResolution)
 	if err != nil || f == nil {
-		return scanBoundaries(lines, goTop, []string{"//"})
+		return scanBoundaries(lines, goTop(), []string{"//"})
 	}
 	var out []boundary
 	for _, d := range f.Decls {
@@ -173,11 +180,11 @@ func innerBoundaries(lines []string, s section, re *regexp.Regexp, attach []stri
 }
 
 func tsInner(lines []string, s section) []boundary {
-	return innerBoundaries(lines, s, tsIn, commentPrefixes, tsKeywords)
+	return innerBoundaries(lines, s, tsIn(), commentPrefixes, tsKeywords)
 }
 
 func pyInner(lines []string, s section) []boundary {
-	return innerBoundaries(lines, s, pyIn, []string{"#", "@"}, nil)
+	return innerBoundaries(lines, s, pyIn(), []string{"#", "@"}, nil)
 }
 
 // markdownBoundaries starts a section at every ATX heading outside fenced
@@ -198,7 +205,7 @@ func markdownBoundaries(lines []string) []boundary {
 			fence = t[:3]
 			continue
 		}
-		m := mdHdr.FindStringSubmatch(l)
+		m := mdHdr().FindStringSubmatch(l)
 		if m == nil {
 			continue
 		}

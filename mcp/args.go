@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -18,13 +19,17 @@ import (
 const argumentsPrefix = `validating "arguments": `
 
 var (
-	propertyRE = regexp.MustCompile(`validating /properties/([A-Za-z0-9_]+): (.*)$`)
-	typeRE     = regexp.MustCompile(`^type: .* has type "([a-z]+)", want "([a-z]+)"`)
-	boundRE    = regexp.MustCompile(`^(minimum|maximum): .* (?:less|greater) than (\S+)$`)
-	lengthRE   = regexp.MustCompile(`^(minLength|maxLength): .* (?:fewer|more) than (\d+)$`)
-	enumRE     = regexp.MustCompile(`^enum: (.*) does not equal any of: \[(.*)\]$`)
-	extraRE    = regexp.MustCompile(`unexpected additional properties \[(.*)\]`)
-	requiredRE = regexp.MustCompile(`required: missing properties: \[(.*)\]`)
+	propertyRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`validating /properties/([A-Za-z0-9_]+): (.*)$`) })
+	typeRE     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^type: .* has type "([a-z]+)", want "([a-z]+)"`) })
+	boundRE    = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(minimum|maximum): .* (?:less|greater) than (\S+)$`)
+	})
+	lengthRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(minLength|maxLength): .* (?:fewer|more) than (\d+)$`)
+	})
+	enumRE     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^enum: (.*) does not equal any of: \[(.*)\]$`) })
+	extraRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`unexpected additional properties \[(.*)\]`) })
+	requiredRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`required: missing properties: \[(.*)\]`) })
 )
 
 // clarifyMiddleware rewrites a tools/call refused for its arguments.
@@ -48,34 +53,34 @@ func clarifyMiddleware(next sdk.MethodHandler) sdk.MethodHandler {
 // clarifyArguments turns the validator's trace into one sentence.
 func clarifyArguments(msg string) string {
 	msg = strings.TrimPrefix(msg, argumentsPrefix)
-	if m := extraRE.FindStringSubmatch(msg); m != nil {
+	if m := extraRE().FindStringSubmatch(msg); m != nil {
 		return fmt.Sprintf("Unknown argument %s: see the tool's input schema for the arguments it takes.", m[1])
 	}
-	if m := requiredRE.FindStringSubmatch(msg); m != nil {
+	if m := requiredRE().FindStringSubmatch(msg); m != nil {
 		return fmt.Sprintf("Missing argument %s.", m[1])
 	}
-	m := propertyRE.FindStringSubmatch(msg)
+	m := propertyRE().FindStringSubmatch(msg)
 	if m == nil {
 		return "The arguments do not match the tool's input schema: " + msg[strings.LastIndex(msg, ": ")+2:] + "."
 	}
 	name, why := m[1], m[2]
 	switch {
-	case typeRE.MatchString(why):
-		t := typeRE.FindStringSubmatch(why)
+	case typeRE().MatchString(why):
+		t := typeRE().FindStringSubmatch(why)
 		return fmt.Sprintf("Argument %q must be %s, not %s.", name, article(t[2]), article(t[1]))
-	case boundRE.MatchString(why):
-		b := boundRE.FindStringSubmatch(why)
+	case boundRE().MatchString(why):
+		b := boundRE().FindStringSubmatch(why)
 		word := map[string]string{"minimum": "at least", "maximum": "at most"}[b[1]]
 		return fmt.Sprintf("Argument %q must be %s %s.", name, word, number(b[2]))
-	case lengthRE.MatchString(why):
-		l := lengthRE.FindStringSubmatch(why)
+	case lengthRE().MatchString(why):
+		l := lengthRE().FindStringSubmatch(why)
 		if l[1] == "minLength" && l[2] == "1" {
 			return fmt.Sprintf("Argument %q must not be empty.", name)
 		}
 		word := map[string]string{"minLength": "at least", "maxLength": "at most"}[l[1]]
 		return fmt.Sprintf("Argument %q must be %s %s characters long.", name, word, l[2])
-	case enumRE.MatchString(why):
-		e := enumRE.FindStringSubmatch(why)
+	case enumRE().MatchString(why):
+		e := enumRE().FindStringSubmatch(why)
 		return fmt.Sprintf("Argument %q must be one of %s, not %s.", name, strings.Join(strings.Fields(e[2]), ", "), e[1])
 	}
 	return fmt.Sprintf("Argument %q does not match the tool's input schema: %s.", name, why)

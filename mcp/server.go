@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"strconv"
 	"sync"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/daemon"
+	"github.com/nerve-agents/nerve/internal/usage"
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/threadquery"
 	"github.com/nerve-agents/nerve/workflow"
@@ -181,6 +183,13 @@ func addTool[In, Out any](srv *sdk.Server, t *sdk.Tool, h func(context.Context, 
 		}
 		t.InputSchema = schema
 	}
+	if t.OutputSchema == nil {
+		schema, err := jsonschema.For[Out](&jsonschema.ForOptions{TypeSchemas: outputTypes})
+		if err != nil {
+			panic(fmt.Sprintf("tool %s: output schema: %v", t.Name, err))
+		}
+		t.OutputSchema = schema
+	}
 	sdk.AddTool(srv, t, func(ctx context.Context, _ *sdk.CallToolRequest, in In) (res *sdk.CallToolResult, out Out, err error) {
 		defer func() {
 			if p := recover(); p != nil {
@@ -225,3 +234,22 @@ type usageError struct{ msg string }
 func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+// outputTypes are the schemas of types whose JSON is not their fields'
+// default encoding: a usage writes null for each figure the CLI did not
+// give.
+var outputTypes = map[reflect.Type]*jsonschema.Schema{
+	reflect.TypeFor[usage.Usage](): {
+		Type: "object",
+		Properties: map[string]*jsonschema.Schema{
+			"model":             {Types: []string{"string", "null"}},
+			"input_tokens":      {Types: []string{"integer", "null"}},
+			"output_tokens":     {Types: []string{"integer", "null"}},
+			"cache_read_tokens": {Types: []string{"integer", "null"}},
+			"cost_usd":          {Types: []string{"number", "null"}},
+			"duration_ms":       {Type: "integer"},
+			"session_id":        {Types: []string{"string", "null"}},
+			"tool_errors":       {Type: "integer"},
+		},
+	},
+}

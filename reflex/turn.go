@@ -13,6 +13,7 @@ import (
 
 	"github.com/nerve-agents/nerve/adapter"
 	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/internal/telemetry"
 	"github.com/nerve-agents/nerve/internal/usage"
 	"github.com/nerve-agents/nerve/workflow"
 	"github.com/nerve-agents/nerve/workspace"
@@ -233,7 +234,9 @@ func (x *Executor) Run(ctx context.Context, t *Turn) (a Answer, ok bool) {
 		req.OnOutput = func([]byte) { w.output() }
 		defer w.stop()
 	}
-	res, err := ad.Run(ctx, req)
+	actx, endRun := telemetry.StartAdapter(ctx, t.Adapter)
+	res, err := ad.Run(actx, req)
+	endRun(err)
 	if ctx.Err() != nil {
 		return Answer{}, false
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nerve-agents/nerve/internal/telemetry"
 )
 
 // Client talks to one Khala server.
@@ -177,6 +179,7 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte) (*h
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
+	telemetry.Inject(ctx, req.Header)
 	hc := c.HTTP
 	if hc == nil {
 		hc = http.DefaultClient

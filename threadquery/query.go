@@ -1,7 +1,7 @@
 package threadquery
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -104,7 +104,11 @@ func Messages(ctx context.Context, q Query, turn Turn, fetch Fetch) (string, []w
 		return "", nil, err
 	}
 	if refStr == turn.Thread && turn.Snapshot != "" {
-		all, err := ReadSnapshot(turn.Snapshot)
+		tail := 0 // all lines
+		if f.Role == "" && f.Step == 0 && f.Since.IsZero() {
+			tail = f.Last // `--last 3`, the usual question: decode only those
+		}
+		all, err := readSnapshot(turn.Snapshot, tail)
 		if err != nil {
 			return refStr, nil, err
 		}
@@ -131,21 +135,31 @@ func ThreadRef(s string) (workflow.Ref, error) {
 }
 
 // ReadSnapshot reads a thread snapshot the daemon wrote for a turn.
-func ReadSnapshot(path string) ([]workflow.Message, error) {
-	file, err := os.Open(path)
+func ReadSnapshot(path string) ([]workflow.Message, error) { return readSnapshot(path, 0) }
+
+// readSnapshot reads the snapshot's last tail messages (0: all). A
+// snapshot is one JSON message a line; decoding is most of the cost of
+// `nerve thread messages` inside a turn, so lines before the tail are
+// only split, not decoded.
+func readSnapshot(path string, tail int) ([]workflow.Message, error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read thread snapshot: %w", err)
 	}
-	defer file.Close()
-	var out []workflow.Message
-	sc := bufio.NewScanner(file)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	for sc.Scan() {
+	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
+	if len(data) == 0 {
+		lines = nil
+	}
+	if tail > 0 && len(lines) > tail {
+		lines = lines[len(lines)-tail:]
+	}
+	out := make([]workflow.Message, 0, len(lines))
+	for _, line := range lines {
 		var m workflow.Message
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+		if err := json.Unmarshal(line, &m); err != nil {
 			return nil, fmt.Errorf("thread snapshot %s: %w", path, err)
 		}
 		out = append(out, m)
 	}
-	return out, sc.Err()
+	return out, nil
 }

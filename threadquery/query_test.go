@@ -74,3 +74,31 @@ func TestMessagesFromTheSnapshot(t *testing.T) {
 		t.Fatalf("a missing snapshot: %v", err)
 	}
 }
+
+// With --last alone only the tail is decoded: a line before it that does
+// not parse is not read; any other filter reads (and checks) every line.
+func TestSnapshotTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w--thread-1.jsonl")
+	var b strings.Builder
+	b.WriteString("not json\n")
+	for i := 1; i <= 5; i++ {
+		line, _ := json.Marshal(workflow.Message{Step: i, Role: []string{"a", "b"}[i%2], Content: "m"})
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	turn := Turn{Thread: "w#thread-1", Snapshot: path}
+	_, msgs, err := Messages(context.Background(), Query{Last: 2}, turn, nil)
+	if err != nil || len(msgs) != 2 || msgs[0].Step != 4 || msgs[1].Step != 5 {
+		t.Fatalf("--last 2: %+v %v", msgs, err)
+	}
+	if _, _, err := Messages(context.Background(), Query{Last: 2, Role: "b"}, turn, nil); err == nil || !strings.Contains(err.Error(), "thread snapshot") {
+		t.Fatalf("--role reads every line and finds the bad one: %v", err)
+	}
+	os.WriteFile(path, nil, 0o600)
+	if _, msgs, err := Messages(context.Background(), Query{Last: 3}, turn, nil); err != nil || len(msgs) != 0 {
+		t.Fatalf("empty snapshot: %+v %v", msgs, err)
+	}
+}

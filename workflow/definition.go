@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -104,7 +105,7 @@ type file struct {
 }
 
 var (
-	nameRE     = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
+	nameRE     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`) })
 	inputTypes = []string{"string", "number", "integer", "boolean", "object", "array", "any"}
 )
 
@@ -148,7 +149,7 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 	switch {
 	case d.Name == "":
 		bad("workflow", "is required: the workflow's name")
-	case !nameRE.MatchString(d.Name):
+	case !nameRE().MatchString(d.Name):
 		bad("workflow", "name %q: use lowercase letters, digits, '-', '_' and '.'", d.Name)
 	}
 	if d.Binding == "" {
@@ -194,7 +195,7 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 		}
 	}
 	d.Workspace = checkWorkspace(f.Workspace, d.Binding, lines, bad)
-	if d.Workspace != nil && nameRE.MatchString(d.Name) {
+	if d.Workspace != nil && nameRE().MatchString(d.Name) {
 		if err := CheckBranch(DefaultBranch(d.Name, "thread-1")); err != nil {
 			bad("workflow", "name %q cannot be part of its threads' branches (%s): %s; rename the workflow", d.Name, DefaultBranch(d.Name, "thread-N"), err)
 		}

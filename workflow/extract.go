@@ -11,6 +11,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -71,12 +72,12 @@ func (x *Extractor) Extract(ctx context.Context, role *Role, output string) (any
 	return v, nil
 }
 
-var fenceRE = regexp.MustCompile("(?s)```(?:json|JSON)?[ \t]*\n(.*?)\n?```")
+var fenceRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("(?s)```(?:json|JSON)?[ \t]*\n(.*?)\n?```") })
 
 // takeJSON returns the JSON object of an answer: the last fenced block that
 // holds one, else the whole output.
 func takeJSON(output string) (any, error) {
-	blocks := fenceRE.FindAllStringSubmatch(output, -1)
+	blocks := fenceRE().FindAllStringSubmatch(output, -1)
 	for i := len(blocks) - 1; i >= 0; i-- {
 		if v, err := decodeObject(blocks[i][1]); err == nil {
 			return v, nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -40,8 +41,8 @@ func (d *Definition) IsHuman(role string) bool {
 	return r != nil && r.Human
 }
 
-// Answerers says who may answer a human role's turn, for a person reading
-// it: the names of answered_by, or "anyone with a person token"/"you".
+// Answerers names who may answer a human role's turn (answered_by);
+// empty means anyone with a person token.
 func (d *Definition) Answerers(role string) []string {
 	if r := d.Roles[role]; r != nil {
 		return r.AnsweredBy
@@ -104,7 +105,7 @@ func (d *Definition) CheckAnswer(role, content string, meta any) error {
 			return &AnswerError{Reason: fmt.Sprintf("role %q wants meta matching its schema: pass --meta JSON", role), Field: "meta"}
 		}
 		if err := validate(r.schema, numbersToFloat(meta)); err != nil {
-			return &AnswerError{Reason: "meta " + schemaNoise.ReplaceAllString(err.Error(), ""), Field: "meta"}
+			return &AnswerError{Reason: "meta " + schemaNoise().ReplaceAllString(err.Error(), ""), Field: "meta"}
 		}
 	}
 	if strings.TrimSpace(content) == "" && meta == nil {
@@ -115,14 +116,14 @@ func (d *Definition) CheckAnswer(role, content string, meta any) error {
 
 // schemaNoise is the validator's preamble naming its in-memory schema
 // URL, which means nothing to a person answering.
-var schemaNoise = regexp.MustCompile(`jsonschema validation failed with '[^']*' - `)
+var schemaNoise = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`jsonschema validation failed with '[^']*' - `) })
 
-var personRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+var personRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`) })
 
 // CheckPersonName checks a person's name (Khala's `user add NAME`, a
 // role's answered_by).
 func CheckPersonName(name string) error {
-	if !personRE.MatchString(name) {
+	if !personRE().MatchString(name) {
 		return fmt.Errorf("person name %q: use 1-63 lowercase letters, digits, '-', '_' and '.', starting with a letter or digit", name)
 	}
 	return nil
@@ -133,7 +134,7 @@ func CheckPersonName(name string) error {
 // workflow's name without one).
 func childOf(v map[string]any) (Turn, string) {
 	name, ok := v["workflow"].(string)
-	if !ok || !nameRE.MatchString(name) {
+	if !ok || !nameRE().MatchString(name) {
 		return Turn{}, fmt.Sprintf("returned a child turn whose workflow is %s; want a workflow name", short(v["workflow"]))
 	}
 	t := Turn{Workflow: name, Role: name}

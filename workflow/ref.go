@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Ref names a workflow and optionally a thread, on this machine or on a
@@ -15,8 +16,8 @@ type Ref struct {
 }
 
 var (
-	refNameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
-	threadIDRE  = regexp.MustCompile(`^thread-[1-9][0-9]*$`)
+	refNameRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`) })
+	threadIDRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^thread-[1-9][0-9]*$`) })
 	errRefUsage = "a ref is [REMOTE/]WORKFLOW[#THREAD], e.g. code-review, origin/code-review#thread-12"
 )
 
@@ -36,14 +37,14 @@ func ParseRef(s string) (Ref, error) {
 	if i := strings.IndexByte(rest, '#'); i >= 0 {
 		r.Thread = rest[i+1:]
 		rest = rest[:i]
-		if !threadIDRE.MatchString(r.Thread) {
+		if !threadIDRE().MatchString(r.Thread) {
 			return Ref{}, &RefError{s, fmt.Sprintf("thread %q is not of the form thread-N", r.Thread)}
 		}
 	}
 	if i := strings.IndexByte(rest, '/'); i >= 0 {
 		r.Remote = rest[:i]
 		rest = rest[i+1:]
-		if !refNameRE.MatchString(r.Remote) {
+		if !refNameRE().MatchString(r.Remote) {
 			return Ref{}, &RefError{s, fmt.Sprintf("remote %q is not a valid name", r.Remote)}
 		}
 	}
@@ -51,14 +52,14 @@ func ParseRef(s string) (Ref, error) {
 	if r.Workflow == "" {
 		return Ref{}, &RefError{s, "no workflow name"}
 	}
-	if !refNameRE.MatchString(r.Workflow) {
+	if !refNameRE().MatchString(r.Workflow) {
 		return Ref{}, &RefError{s, fmt.Sprintf("workflow %q is not a valid name", r.Workflow)}
 	}
 	return r, nil
 }
 
 // IsThreadID reports whether s is a thread id of the form thread-N.
-func IsThreadID(s string) bool { return threadIDRE.MatchString(s) }
+func IsThreadID(s string) bool { return threadIDRE().MatchString(s) }
 
 func (r Ref) String() string {
 	s := r.Workflow

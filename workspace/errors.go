@@ -4,6 +4,7 @@ import (
 	"errors"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Kinds of Error, as a message's error.kind carries them.
@@ -56,10 +57,10 @@ func wsErr(sentinel error, msg string) *Error {
 }
 
 // userinfo matches the user info of a URL: scheme://user:secret@.
-var userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@`)
+var userinfo = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@`) })
 
 // redact drops the user info (tokens, passwords) from every URL in s.
-func redact(s string) string { return userinfo.ReplaceAllString(s, "$1") }
+func redact(s string) string { return userinfo().ReplaceAllString(s, "$1") }
 
 // lastLine is the last non-empty line of git's stderr, without the
 // "fatal: " or "error: " git puts before it.

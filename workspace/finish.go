@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -182,9 +183,10 @@ func (tr *Tree) publish(ctx context.Context, res *Result) error {
 		if err := tr.save(statePublishing, res.Commit); err != nil {
 			return err
 		}
-		if err := m.moveBranch(ctx, tr.src, t.Branch, res.Commit, t.Head); err != nil {
+		if err := m.moveBranch(ctx, tr.src, t.Branch, res.Commit, t.Head, tr.drop...); err != nil {
 			return err
 		}
+		tr.dropped = tr.src.cloud && len(tr.drop) > 0
 	}
 	tr.meta.Head = res.Commit
 	return tr.save(stateIdle, "")
@@ -196,12 +198,14 @@ func TurnRef(branch string, step int, commit string) string {
 	return fmt.Sprintf("refs/nerve/turns/%s/step-%d-%s", branch, step, short(commit))
 }
 
-var shortstat = regexp.MustCompile(`(?m)^ ?(\d+) files? changed(?:, (\d+) insertions?\(\+\))?(?:, (\d+) deletions?\(-\))?$`)
+var shortstat = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^ ?(\d+) files? changed(?:, (\d+) insertions?\(\+\))?(?:, (\d+) deletions?\(-\))?$`)
+})
 
 // parseShortstat reads git's "N files changed, I insertions(+), D
 // deletions(-)" line.
 func parseShortstat(out string) (Changes, bool) {
-	g := shortstat.FindStringSubmatch(out)
+	g := shortstat().FindStringSubmatch(out)
 	if g == nil {
 		return Changes{}, false
 	}

@@ -59,6 +59,11 @@ func (m *Manager) Merge(ctx context.Context, t Turn, author string, turns []Para
 		res.Steps = append(res.Steps, p.Step)
 	}
 	r := Result{Commit: head}
+	for _, p := range turns {
+		if slices.Contains(res.Steps, p.Step) {
+			tr.drop = append(tr.drop, TurnRef(t.Branch, p.Step, p.Commit))
+		}
+	}
 	if err := tr.publish(ctx, &r); err != nil {
 		return res, err
 	}
@@ -66,7 +71,7 @@ func (m *Manager) Merge(ctx context.Context, t Turn, author string, turns []Para
 	if res.Changes, err = m.changes(ctx, tr.Dir, tr.Start, head); err != nil {
 		return res, err
 	}
-	m.dropTurns(ctx, tr.src, t, turns, res.Steps)
+	m.dropTurns(ctx, tr.src, t, turns, res.Steps, tr.dropped)
 	return res, conflict
 }
 
@@ -97,7 +102,8 @@ func (tr *Tree) mergeOne(ctx context.Context, author string, p Parallel) (string
 
 // dropTurns removes the merged turns' worktrees and refs; what was not
 // merged stays for a person to look at.
-func (m *Manager) dropTurns(ctx context.Context, src source, t Turn, turns []Parallel, merged []int) {
+// A cloud publish that moved the branch deleted the refs already (pushed).
+func (m *Manager) dropTurns(ctx context.Context, src source, t Turn, turns []Parallel, merged []int, pushed bool) {
 	var refs []string
 	for _, p := range turns {
 		if !slices.Contains(merged, p.Step) {
@@ -111,7 +117,7 @@ func (m *Manager) dropTurns(ctx context.Context, src source, t Turn, turns []Par
 		m.removeTree(ctx, dir, md)
 		refs = append(refs, TurnRef(t.Branch, p.Step, p.Commit))
 	}
-	if len(refs) == 0 {
+	if len(refs) == 0 || pushed {
 		return
 	}
 	if !src.cloud {

@@ -76,7 +76,10 @@ func branchExists(branch, repo string) error {
 // in a local repository, a push with a lease on old to a remote. It never
 // forces: a branch that is no longer at old is ErrBranchMoved (local) or
 // ErrPushRefused (remote), and stays where it is.
-func (m *Manager) moveBranch(ctx context.Context, src source, branch, new, old string) error {
+//
+// drop names refs a cloud push deletes in the same atomic push (the turn
+// refs of merged parallel turns): all of it happens, or none.
+func (m *Manager) moveBranch(ctx context.Context, src source, branch, new, old string, drop ...string) error {
 	ref := "refs/heads/" + branch
 	if !src.cloud {
 		if _, err := m.run(ctx, src.dir, nil, "update-ref", "-m", "nerve: turn", ref, new, old); err != nil {
@@ -90,8 +93,15 @@ func (m *Manager) moveBranch(ctx context.Context, src source, branch, new, old s
 		}
 		return nil
 	}
-	_, err := m.run(ctx, src.dir, nil, "-c", "remote.origin.mirror=false", "push", "--quiet", "--no-verify",
-		"--force-with-lease="+ref+":"+old, "origin", new+":"+ref)
+	args := []string{"-c", "remote.origin.mirror=false", "push", "--quiet", "--no-verify"}
+	if len(drop) > 0 {
+		args = append(args, "--atomic")
+	}
+	args = append(args, "--force-with-lease="+ref+":"+old, "origin", new+":"+ref)
+	for _, r := range drop {
+		args = append(args, ":"+r)
+	}
+	_, err := m.run(ctx, src.dir, nil, args...)
 	if err != nil {
 		var ge *gitError
 		if errors.As(err, &ge) && isRefusal(ge.stderr) {

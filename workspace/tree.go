@@ -30,6 +30,10 @@ type Tree struct {
 	src  source
 	meta treeMeta
 	path string // of meta
+	// drop are turn refs a cloud publish deletes in its push (Merge's
+	// merged turns), dropped says it did.
+	drop    []string
+	dropped bool
 }
 
 // treeMeta is what the daemon keeps beside a worktree, to reuse it, to

@@ -54,6 +54,11 @@ func runDaemon(f *Factory, flags *pflag.FlagSet, cmd *cobra.Command) error {
 		return err
 	}
 	logger := slog.New(daemonLogHandler(f.IO.ErrOut, cfg.Log))
+	flush, err := startTelemetry(cmd.Context(), "nerve-daemon", logger)
+	if err != nil {
+		return err
+	}
+	defer flush()
 	// The first SIGTERM or Ctrl-C (cmd's context) starts a graceful
 	// shutdown; a second one cuts the grace period short.
 	hurry := make(chan struct{})

@@ -55,12 +55,12 @@ func TestMain(m *testing.M) {
 // env is one agent's world: a NERVE_HOME (short, for the socket path) and
 // a workflows directory.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	home  string
 	extra []string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	home, err := os.MkdirTemp("", "nh")
 	if err != nil {

@@ -71,7 +71,7 @@ func (s *khalaServer) enrollToken(t testing.TB, uses int) string {
 
 // agentEnv is a NERVE_HOME whose daemon serves origin's queue with a
 // fake agent script.
-func agentEnv(t *testing.T, k *khalaServer, token, name, script, senseExtra string, capacity int) *env {
+func agentEnv(t testing.TB, k *khalaServer, token, name, script, senseExtra string, capacity int) *env {
 	e := newEnv(t)
 	e.write("agent.sh", "#!/bin/sh\n"+script)
 	e.write("nerve.yaml", fmt.Sprintf(`agent: {name: %s, max_concurrent_turns: %d}

@@ -11,7 +11,7 @@ import (
 )
 
 // git runs the real git in dir and returns its trimmed output.
-func git(t *testing.T, dir string, args ...string) string {
+func git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -25,7 +25,7 @@ func git(t *testing.T, dir string, args ...string) string {
 }
 
 // gitRepo makes a repository with one commit on main: a user's clone.
-func gitRepo(t *testing.T) string {
+func gitRepo(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	git(t, dir, "init", "--quiet", "--initial-branch=main")

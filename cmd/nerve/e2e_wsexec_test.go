@@ -161,7 +161,7 @@ roles:
 
 // wsxStart starts a thread of workflow on Khala with a workspace (the
 // run's --repo and --base flags are another change's), as agent e.
-func wsxStart(t *testing.T, k *khalaServer, e *env, workflow, repo, base string) string {
+func wsxStart(t testing.TB, k *khalaServer, e *env, workflow, repo, base string) string {
 	t.Helper()
 	token, err := os.ReadFile(filepath.Join(e.home, "tokens", "origin"))
 	if err != nil {

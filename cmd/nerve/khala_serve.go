@@ -120,6 +120,11 @@ func khalaServeRun(ctx context.Context, opts *khalaServeOptions) error {
 		where = "postgres " + khalapg.DisplayDSN(opts.Postgres)
 	}
 	logger := log.NewWithOptions(opts.IO.ErrOut, log.Options{ReportTimestamp: true, TimeFormat: time.RFC3339, Prefix: "khala", Level: lvl})
+	flush, err := startTelemetry(ctx, "nerve-khala", slog.New(logger))
+	if err != nil {
+		return err
+	}
+	defer flush()
 	// A second signal, once shutdown has begun, exits at once.
 	go func() {
 		<-ctx.Done()
@@ -135,6 +140,7 @@ func khalaServeRun(ctx context.Context, opts *khalaServeOptions) error {
 		Server: khala.Options{MaxBody: opts.MaxBody, MaxWait: opts.MaxWait, MaxSpawnDepth: opts.MaxDepth},
 		Ready: func(url string) {
 			fmt.Fprintf(opts.IO.Out, "khala listening on %s (%s)\n", url, where)
+			fmt.Fprintf(opts.IO.Out, "web console at %s/ (sign in with a token from 'nerve khala user add NAME')\n", url)
 		},
 	})
 	return khalaServeError(err)

@@ -64,6 +64,7 @@ func (p *progress) tick() {
 
 // Event records one thread event and prints what the user should see.
 func (p *progress) Event(e workflow.Event) {
+	e = shownEvent(e)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch e.Type {

@@ -4,12 +4,14 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
 
 	"github.com/nerve-agents/nerve/config"
-	"github.com/spf13/cobra"
 )
 
-var remoteNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+var remoteNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`) })
 
 func newCmdRemote(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{Use: "remote", Short: "Manage Khala remotes, git-style"}
@@ -28,7 +30,7 @@ func (f *Factory) configPath() string {
 // checkRemote checks a remote's name and URL as given on the command line
 // (what is a flag or an argument: name it in what), in nerve's words.
 func checkRemote(what, name, raw string) error {
-	if !remoteNameRE.MatchString(name) {
+	if !remoteNameRE().MatchString(name) {
 		return usageErrorf("use letters, digits, '-', '_' and '.'", "%s: bad remote name %q", what, name)
 	}
 	u, err := url.Parse(raw)

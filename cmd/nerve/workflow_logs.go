@@ -167,7 +167,17 @@ func listThreads(ctx context.Context, f *Factory, src threadSource, ref workflow
 	return tw.Flush()
 }
 
+// shownEvent is e as the logs show it: a merge turn's as "step S  merge",
+// S the last step of the parallel round it merges.
+func shownEvent(e workflow.Event) workflow.Event {
+	if e.Role == api.MergeRole && e.Step > api.MergeStepBase {
+		e.Step, e.Role = e.Step-api.MergeStepBase, "merge"
+	}
+	return e
+}
+
 func printEvent(f *Factory, e workflow.Event) {
+	e = shownEvent(e)
 	at := e.At.Local().Format(time.TimeOnly)
 	switch e.Type {
 	case workflow.EventThreadStarted:

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
 
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/workflow"
 	"github.com/nerve-agents/nerve/workspace"
-	"github.com/spf13/cobra"
 )
 
 func newCmdWorkspace(f *Factory) *cobra.Command {
@@ -140,7 +142,7 @@ func liveWorkspaces(ctx context.Context, f *Factory) (workspace.Keep, error) {
 		case !ok:
 			// A local thread's id not running here is done with; a key
 			// nerve cannot read is kept.
-			return !localThreadID.MatchString(key)
+			return !localThreadID().MatchString(key)
 		case ref.Remote == "":
 			return live[ref.Thread] || live[ref.String()]
 		case live[ref.String()]:
@@ -158,7 +160,7 @@ func liveWorkspaces(ctx context.Context, f *Factory) (workspace.Keep, error) {
 }
 
 // localThreadID is a local thread's worktree key: its id.
-var localThreadID = regexp.MustCompile(`^thread-[0-9]+$`)
+var localThreadID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^thread-[0-9]+$`) })
 
 // workspaceKeyRef reads a worktree's thread key as a ref: a full ref
 // (origin/code-review#thread-7), or the daemon's key of a cloud thread,

@@ -28,7 +28,12 @@ func write(path string, data []byte, mode os.FileMode, sync bool) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // after a successful rename this fails harmlessly
+	renamed := false
+	defer func() {
+		if !renamed {
+			os.Remove(tmp.Name())
+		}
+	}()
 	if err := tmp.Chmod(mode); err != nil {
 		tmp.Close()
 		return err
@@ -49,6 +54,7 @@ func write(path string, data []byte, mode os.FileMode, sync bool) error {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
+	renamed = true
 	if !sync {
 		return nil
 	}

@@ -195,3 +195,43 @@ func TestEveryPackageHasDocGo(t *testing.T) {
 		}
 	}
 }
+
+// TestOTelInOnePlace keeps the OpenTelemetry SDK and its exporter behind
+// internal/telemetry: the daemon, Khala and the client call its few hooks,
+// which cost nothing when no endpoint is set, and none of them touches
+// the SDK, so it can change (or go) in one package.
+func TestOTelInOnePlace(t *testing.T) {
+	pkgs := graph(t)
+	tel, ok := pkgs["internal/telemetry"]
+	if !ok {
+		t.Fatal("package internal/telemetry is gone; update this test")
+	}
+	if !slices.ContainsFunc(tel.Imports, func(d string) bool { return strings.HasPrefix(d, "go.opentelemetry.io/otel/sdk") }) {
+		t.Fatal("internal/telemetry no longer imports the OTel SDK; update this test")
+	}
+	for name, p := range pkgs {
+		if name == "internal/telemetry" {
+			continue
+		}
+		for _, dep := range p.Imports {
+			if strings.HasPrefix(dep, "go.opentelemetry.io/") {
+				t.Errorf("%s imports %s: OpenTelemetry is internal/telemetry's business", name, dep)
+			}
+		}
+	}
+}
+
+// TestNoProtobufRuntimeInTheBinary keeps the protobuf runtime and gRPC out
+// of nerve: their package initialisation runs in every process, the CLI's
+// quickest commands included (internal/telemetry encodes OTLP itself).
+func TestNoProtobufRuntimeInTheBinary(t *testing.T) {
+	p, ok := graph(t)["cmd/nerve"]
+	if !ok {
+		t.Fatal("package cmd/nerve is gone; update this test")
+	}
+	for _, dep := range p.Deps {
+		if strings.HasPrefix(dep, "google.golang.org/grpc") || strings.HasPrefix(dep, "google.golang.org/protobuf") {
+			t.Errorf("nerve links %s: its initialisation would slow every command", dep)
+		}
+	}
+}

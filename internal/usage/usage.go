@@ -13,17 +13,20 @@ import (
 // the CLI's own or computed from pricing, never guessed. InputTokens are
 // the input tokens not read from a cache; CacheReadTokens those that were
 // (billed apart).
+//
+// The tags name the JSON keys for tools that read the struct (the MCP
+// SDK's output schemas); MarshalJSON and UnmarshalJSON do the work.
 type Usage struct {
-	Model           string
-	InputTokens     *int64
-	OutputTokens    *int64
-	CacheReadTokens *int64
-	CostUSD         *float64
-	DurationMS      int64
-	SessionID       string
+	Model           string   `json:"model"`
+	InputTokens     *int64   `json:"input_tokens"`
+	OutputTokens    *int64   `json:"output_tokens"`
+	CacheReadTokens *int64   `json:"cache_read_tokens"`
+	CostUSD         *float64 `json:"cost_usd"`
+	DurationMS      int64    `json:"duration_ms"`
+	SessionID       string   `json:"session_id"`
 	// ToolErrors counts the tool calls the CLI reported failed (the
 	// "errors" detection reads it).
-	ToolErrors int
+	ToolErrors int `json:"tool_errors"`
 }
 
 // Int returns a pointer to n, for a figure the CLI gave.

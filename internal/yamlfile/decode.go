@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -93,12 +94,12 @@ func Decode(file string, data []byte, v any) (Lines, error) {
 	return lines, nil
 }
 
-var lineRE = regexp.MustCompile(`line (\d+): (.*)`)
+var lineRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`line (\d+): (.*)`) })
 
 // SyntaxError makes a YAML parser error a file error with the line it names.
 func SyntaxError(file string, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	if m := lineRE.FindStringSubmatch(msg); m != nil {
+	if m := lineRE().FindStringSubmatch(msg); m != nil {
 		n, _ := strconv.Atoi(m[1])
 		return &Error{File: file, Line: n, Msg: "invalid YAML: " + m[2]}
 	}
@@ -123,7 +124,7 @@ func typeErrors(file string, err error, lines Lines) error {
 	var errs Errors
 	for _, s := range te.Errors {
 		fe := &Error{File: file, Msg: s}
-		if m := lineRE.FindStringSubmatch(s); m != nil {
+		if m := lineRE().FindStringSubmatch(s); m != nil {
 			fe.Line, _ = strconv.Atoi(m[1])
 			fe.Msg = strings.ReplaceAll(m[2], "!!", "")
 			fe.Field = byLine[fe.Line]

@@ -66,6 +66,11 @@ type Turn struct {
 	// Workspace is the thread's git workspace when it has one: the turn
 	// works in a worktree at Head (its branch pushed with a lease on it).
 	Workspace *workflow.Workspace `json:"workspace,omitempty"`
+	// Parallel says the turn is one of a round of several of a workspace
+	// thread: its commit goes to its turn ref, and a merge turn (Merge)
+	// merges the round when its last answer is in.
+	Parallel bool   `json:"parallel,omitempty"`
+	Merge    *Merge `json:"merge,omitempty"`
 }
 
 // Response is a turn's answer (POST /v1/turns/{turn}/response).
@@ -81,6 +86,9 @@ type Response struct {
 	// both only for a thread with a workspace.
 	Commit  string            `json:"commit,omitempty"`
 	Changes *workflow.Changes `json:"changes,omitempty"`
+	// Step is, in a merge turn's answer with a merge error, the step whose
+	// commit did not merge (its message gets the error).
+	Step int `json:"step,omitempty"`
 }
 
 // StartThread starts a thread (POST /v1/workflows/{name}/threads).

@@ -60,6 +60,10 @@ type Thread struct {
 	// Children are the child threads started from this one, in the
 	// order they were started (see ChildLink).
 	Children []ChildLink `json:"children,omitempty"`
+	// Round is the parallel round of a workspace thread in progress, and
+	// StepErrors the errors its merge put on stored messages (merge.go).
+	Round      *Round      `json:"round,omitempty"`
+	StepErrors []StepError `json:"step_errors,omitempty"`
 	// Version grows with every UpdateThread commit: the optimistic check
 	// that keeps a stale view from overwriting a newer state.
 	Version uint64 `json:"version"`

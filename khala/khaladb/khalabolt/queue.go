@@ -95,7 +95,8 @@ func matchQueue(tx *bolt.Tx, q khaladb.ClaimQuery, max int) [][]byte {
 		if len(q.Workflows) > 0 && !slices.Contains(q.Workflows, string(wf)) {
 			continue
 		}
-		if len(q.Roles) > 0 && !slices.Contains(q.Roles, string(role)) {
+		// A merge turn is any serving agent's, whatever roles it plays.
+		if len(q.Roles) > 0 && string(role) != khaladb.MergeRole && !slices.Contains(q.Roles, string(role)) {
 			continue
 		}
 		keys = append(keys, slices.Clone(k))

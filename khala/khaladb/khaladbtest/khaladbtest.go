@@ -31,6 +31,7 @@ func Exercise(t *testing.T, open Opener) {
 		{"Events", Events},
 		{"Wakeups", Wakeups},
 		{"Workspace", Workspace},
+		{"MergeTurn", MergeTurn},
 		{"People", People},
 		{"PeopleAndChildTurns", PeopleAndChildTurns},
 		{"UsageRollup", UsageRollup},

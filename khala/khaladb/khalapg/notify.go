@@ -28,6 +28,9 @@ import (
 // pgChannel is the NOTIFY channel of every replica of one database.
 const pgChannel = "khala_changes"
 
+// notifySQL sends each payload of $2 on channel $1.
+const notifySQL = "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p"
+
 // maxPayload stays under PostgreSQL's 8000-byte notification payload.
 const maxPayload = 7000
 
@@ -100,8 +103,27 @@ func (n *pgNotifier) take() []string {
 	return out
 }
 
-func (n *pgNotifier) run(ctx context.Context) {
-	var conn *pgx.Conn
+// dial opens the notifying connection. Open dials it before it returns
+// and run again as soon as one is lost, so no wake-up waits for a
+// connection (a backend's start and authentication: 10–40 ms).
+func (n *pgNotifier) dial(ctx context.Context) (*pgx.Conn, error) {
+	cfg := n.p.cfg.ConnConfig.Copy()
+	cfg.RuntimeParams["synchronous_commit"] = "off"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, n.p.fail("connect to notify", err) // logged once per outage
+	}
+	// Prepared now (an empty array notifies nobody): a fresh backend's
+	// first statement costs milliseconds the first wake-up would wait.
+	_, _ = conn.Exec(ctx, notifySQL, pgChannel, []string{})
+	n.mu.Lock()
+	n.pid = conn.PgConn().PID()
+	n.mu.Unlock()
+	return conn, nil
+}
+
+// run sends what accumulated on conn (nil: dial first) until ctx ends.
+func (n *pgNotifier) run(ctx context.Context, conn *pgx.Conn) {
 	defer func() {
 		if conn != nil {
 			conn.Close(context.Background())
@@ -118,24 +140,20 @@ func (n *pgNotifier) run(ctx context.Context) {
 			continue
 		}
 		if conn == nil {
-			cfg := n.p.cfg.ConnConfig.Copy()
-			cfg.RuntimeParams["synchronous_commit"] = "off"
-			c, err := pgx.ConnectConfig(ctx, cfg)
+			c, err := n.dial(ctx)
 			if err != nil {
-				n.p.fail("connect to notify", err) // logged once per outage; the hints are dropped
-				continue
+				continue // the hints are dropped; waiters re-check
 			}
 			conn = c
-			n.mu.Lock()
-			n.pid = conn.PgConn().PID()
-			n.mu.Unlock()
 		}
 		ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := conn.Exec(ectx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", pgChannel, payloads)
+		_, err := conn.Exec(ectx, notifySQL, pgChannel, payloads)
 		cancel()
 		if err != nil {
 			conn.Close(context.Background())
-			conn = nil
+			// Redial now rather than at the next change, which would
+			// then wait for it; failing, the next change tries again.
+			conn, _ = n.dial(ctx)
 		}
 		// What changes meanwhile goes out together in the next NOTIFY: a
 		// lone change is sent at once, a busy replica sends a few hundred

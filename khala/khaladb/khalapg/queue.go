@@ -74,6 +74,20 @@ SELECT ` + turnCols + `,
 		AND q.step = ANY (th.th_pending)) - 1,
 	` + claimViewCols
 
+// warmClaims plans the claims once (EXPLAIN: nothing runs, nothing is
+// locked) on a new pool connection. A fresh backend's first statement over
+// these tables loads their catalog entries, which costs milliseconds:
+// paid here, not by the long poll a turn queued on another replica wakes.
+// No statement is kept prepared, so a later migration cannot leave one
+// stale. A failure (before the schema is migrated) changes nothing.
+func warmClaims(ctx context.Context, conn *pgx.Conn) error {
+	none := []string{}
+	if _, err := conn.Exec(ctx, "EXPLAIN "+claimOneSQL, pgx.QueryExecModeSimpleProtocol, none, none, "warm", "warm", int64(0)); err == nil {
+		_, _ = conn.Exec(ctx, "EXPLAIN "+claimSQL, pgx.QueryExecModeSimpleProtocol, 2, none, none, []string{"warm", "warm"}, "warm", int64(0))
+	}
+	return nil
+}
+
 // pickedCTE picks up to limit queued turns, higher priority first, then
 // oldest first (the queue index's order: khala_turns_queue), of the
 // workflows and roles (text[] parameters; empty: any), locking each with
@@ -83,7 +97,7 @@ func pickedCTE(limit, workflows, roles string) string {
 	SELECT t.thread, t.step FROM khala_turns t JOIN khala_event_seqs s ON s.thread = t.thread
 	WHERE t.state = 'queued'
 		AND (cardinality(` + workflows + `::text[]) = 0 OR t.workflow = ANY(` + workflows + `::text[]))
-		AND (cardinality(` + roles + `::text[]) = 0 OR t.role = ANY(` + roles + `::text[]))
+		AND (cardinality(` + roles + `::text[]) = 0 OR t.role = ANY(` + roles + `::text[]) OR t.role = '` + khaladb.MergeRole + `')
 	ORDER BY t.priority DESC, t.first_queued, t.thread, t.step
 	LIMIT ` + limit + `
 	FOR UPDATE OF t, s SKIP LOCKED

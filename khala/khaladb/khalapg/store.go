@@ -90,6 +90,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: %s", ErrBadDSN, parseErrReason(err))
 	}
 	cfg.MaxConns = int32(o.PoolSize)
+	cfg.AfterConnect = warmClaims
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	}
@@ -132,9 +133,16 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		p.pool.Close()
 		return nil, err
 	}
+	notifier, err := p.notify.dial(ctx)
+	if err != nil {
+		listener.Close(context.Background())
+		stop()
+		p.pool.Close()
+		return nil, err
+	}
 	p.wg.Add(2)
 	go func() { defer p.wg.Done(); p.listen(lctx, listener) }()
-	go func() { defer p.wg.Done(); p.notify.run(lctx) }()
+	go func() { defer p.wg.Done(); p.notify.run(lctx, notifier) }()
 	p.opened.Store(true)
 	return p, nil
 }

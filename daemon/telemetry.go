@@ -1,0 +1,61 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"sync"
+
+	"github.com/nerve-agents/nerve/internal/telemetry"
+	"github.com/nerve-agents/nerve/khala/api"
+	"github.com/nerve-agents/nerve/workflow"
+)
+
+// hostname places a local thread's trace: thread ids repeat across
+// NERVE_HOMEs and machines.
+var hostname = sync.OnceValue(func() string { h, _ := os.Hostname(); return h })
+
+// localTraceKey names a local thread for its trace id (package telemetry).
+func (r *runner) localTraceKey(thread string) string {
+	return telemetry.ThreadKey(hostname()+":"+r.d.paths.Home, thread)
+}
+
+// startLocalSpan starts a local turn's span under its thread's.
+func (r *runner) startLocalSpan(ctx context.Context, t *workflow.Thread, turn workflow.Turn, agent, adapterName string) (context.Context, *telemetry.Turn) {
+	if !telemetry.Enabled() {
+		return ctx, nil
+	}
+	return telemetry.StartTurn(ctx, r.localTraceKey(t.ID), true, telemetry.TurnInfo{
+		Thread: t.ID, Workflow: t.Workflow, Role: turn.Role, Agent: agent, Adapter: adapterName, Step: turn.Step})
+}
+
+// startRemoteSpan starts a remote turn's span in its thread's trace,
+// keyed by the Khala URL this daemon uses.
+func (r *runner) startRemoteSpan(ctx context.Context, baseURL, remoteName string, t api.Turn, adapterName string) (context.Context, *telemetry.Turn) {
+	if !telemetry.Enabled() {
+		return ctx, nil
+	}
+	return telemetry.StartTurn(ctx, telemetry.ThreadKey(baseURL, t.Thread), false, telemetry.TurnInfo{
+		Thread: t.Thread, Workflow: t.Workflow, Role: t.Role, Agent: r.d.config().Agent.Name, Adapter: adapterName,
+		Step: t.Step, Remote: remoteName, Turn: t.Turn})
+}
+
+// endSpan ends a turn's span with its answer.
+func endSpan(s *telemetry.Turn, m workflow.Message) {
+	if s == nil {
+		return
+	}
+	var kind, msg string
+	if m.Error != nil {
+		kind, msg = m.Error.Kind, m.Error.Message
+	}
+	s.End(m.Usage, kind, msg)
+}
+
+// threadSpan exports an ended local thread's root span.
+func (r *runner) threadSpan(t *workflow.Thread) {
+	if !telemetry.Enabled() {
+		return
+	}
+	telemetry.ThreadEnded(r.localTraceKey(t.ID), telemetry.ThreadInfo{Thread: t.ID, Workflow: t.Workflow,
+		Status: t.Status, Error: t.Error, Start: t.CreatedAt, End: t.EndedAt})
+}

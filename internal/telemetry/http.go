@@ -1,0 +1,84 @@
+package telemetry
+
+import (
+	"context"
+	"net/http"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+var traceContext propagation.TraceContext
+
+// Inject puts the W3C traceparent of ctx's span on an outgoing request.
+func Inject(ctx context.Context, h http.Header) {
+	if get() == nil {
+		return
+	}
+	traceContext.Inject(ctx, propagation.HeaderCarrier(h)) // nothing without a span
+}
+
+// Handler gives every request to next a server span, under the caller's
+// span when it sent a traceparent. Off, it returns next itself.
+func Handler(service string, next http.Handler) http.Handler {
+	if get() == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tr := get()
+		if tr == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx := traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span := tr.Start(ctx, service+" "+r.Method, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+		defer span.End()
+		sw := &statusWriter{ResponseWriter: w}
+		r = r.WithContext(ctx)
+		next.ServeHTTP(sw, r)
+		if r.Pattern != "" { // set by the mux: the route, not the ids in the path
+			span.SetName(service + " " + r.Pattern)
+			span.SetAttributes(attribute.String("http.route", r.Pattern))
+		}
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+		if status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(status))
+		}
+	})
+}
+
+// statusWriter remembers the status; ResponseController reaches the
+// writer below through Unwrap, and streams flush through Flush.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,36 @@
+package khalapg
+
+import (
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/nerve-agents/nerve/khala/pgtest"
+)
+
+// The claims' warm-up plans both statements on a migrated database
+// (a failure would be silent in Open: before migration it is expected),
+// and claims nothing.
+func TestWarmClaimsPlans(t *testing.T) {
+	dsn := pgtest.Database(t)
+	p := openPG(t, dsn)
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	none := []string{}
+	if _, err := conn.Exec(t.Context(), "EXPLAIN "+claimOneSQL, pgx.QueryExecModeSimpleProtocol, none, none, "warm", "warm", int64(0)); err != nil {
+		t.Fatalf("EXPLAIN claimOneSQL: %v", err)
+	}
+	if _, err := conn.Exec(t.Context(), "EXPLAIN "+claimSQL, pgx.QueryExecModeSimpleProtocol, 2, none, none, []string{"warm", "warm"}, "warm", int64(0)); err != nil {
+		t.Fatalf("EXPLAIN claimSQL: %v", err)
+	}
+	if err := warmClaims(t.Context(), conn); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := p.pool.QueryRow(t.Context(), "SELECT count(*) FROM khala_events").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("events after a warm-up: %d %v", n, err)
+	}
+}
