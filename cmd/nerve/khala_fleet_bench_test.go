@@ -71,7 +71,7 @@ type khFleetRun struct {
 	created  map[string]time.Time // new thread -> its create request's start
 	got      map[string]time.Time // thread -> when an agent's claim got its turn
 	lastBeat map[string]time.Time // a dead agent's thread -> its last heartbeat
-	creates  []time.Duration // how long each create request took
+	creates  []time.Duration      // how long each create request took
 	beats    atomic.Int64
 	moved    atomic.Int64 // heartbeat answers whose expiry changed
 	errs     atomic.Int64
