@@ -105,10 +105,16 @@ func printUsage(f *Factory, r *usage.Report) error {
 		fmt.Fprintln(f.IO.ErrOut, "no usage recorded yet")
 		return nil
 	}
+	// Figures align right; the first column's names are padded to one
+	// width, so they read left-aligned.
+	width := len(r.By)
+	for _, g := range r.Groups {
+		width = max(width, len(g.Key), len("(unknown)"))
+	}
 	tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\tMESSAGES\tINPUT\tOUTPUT\tCACHE READ\tCOST\t\n", strings.ToUpper(r.By))
+	fmt.Fprintf(tw, "%-*s\tMESSAGES\tINPUT\tOUTPUT\tCACHE READ\tCOST\t\n", width, strings.ToUpper(r.By))
 	row := func(key string, t usage.Totals) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", key, usage.Count(t.Messages), usage.Count(t.InputTokens),
+		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t%s\t%s\t\n", width, key, usage.Count(t.Messages), usage.Count(t.InputTokens),
 			usage.Count(t.OutputTokens), usage.Count(t.CacheReadTokens), costCell(t))
 	}
 	for _, g := range r.Groups {
