@@ -23,7 +23,7 @@ demo: build
 	status=$$?; NERVE_HOME=$(DEMO_HOME) bin/nerve daemon stop >/dev/null; exit $$status
 
 test:
-	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 -timeout 60m ./...
 
 # Turn, CLI and remote benchmarks run 200 turns each; the Khala load
 # benchmarks size themselves (1x), the PostgreSQL ones need PostgreSQL.
