@@ -185,18 +185,18 @@ func (s *Server) Handler() http.Handler {
 
 func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &telemetry.StatusWriter{ResponseWriter: w}
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
 				s.log.Error("handler panicked", "method", r.Method, "path", r.URL.Path, "panic", p)
-				if sw.status == 0 {
+				if sw.Status == 0 {
 					writeError(sw, http.StatusInternalServerError, codeInternal, "internal error; see the server log")
 				}
 			}
-			s.metrics.request(sw.status)
+			s.metrics.request(sw.Status)
 		}()
 		sw.Header().Set("X-Khala-Version", s.opts.Version)
 		sw.Header().Set("Cache-Control", "no-store")

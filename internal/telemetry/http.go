@@ -36,14 +36,14 @@ func Handler(service string, next http.Handler) http.Handler {
 		ctx, span := tr.Start(ctx, service+" "+r.Method, trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
 		defer span.End()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &StatusWriter{ResponseWriter: w}
 		r = r.WithContext(ctx)
 		next.ServeHTTP(sw, r)
 		if r.Pattern != "" { // set by the mux: the route, not the ids in the path
 			span.SetName(service + " " + r.Pattern)
 			span.SetAttributes(attribute.String("http.route", r.Pattern))
 		}
-		status := sw.status
+		status := sw.Status
 		if status == 0 {
 			status = http.StatusOK
 		}
@@ -54,31 +54,32 @@ func Handler(service string, next http.Handler) http.Handler {
 	})
 }
 
-// statusWriter remembers the status; ResponseController reaches the
-// writer below through Unwrap, and streams flush through Flush.
-type statusWriter struct {
+// StatusWriter remembers the status a handler wrote (for spans, and
+// Khala's /metrics); ResponseController reaches the writer below through
+// Unwrap, and server-sent events flush through Flush.
+type StatusWriter struct {
 	http.ResponseWriter
-	status int
+	Status int
 }
 
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
+func (w *StatusWriter) WriteHeader(code int) {
+	if w.Status == 0 {
+		w.Status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
+func (w *StatusWriter) Write(b []byte) (int, error) {
+	if w.Status == 0 {
+		w.Status = http.StatusOK
 	}
 	return w.ResponseWriter.Write(b)
 }
 
-func (w *statusWriter) Flush() {
+func (w *StatusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
 }
 
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
