@@ -7,6 +7,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/nerve-agents/nerve/internal/usage"
+	"github.com/nerve-agents/nerve/internal/usage/boltrollup"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -52,39 +53,18 @@ func addUsage(ub *bolt.Bucket, workflowName string, m workflow.Message) error {
 	if m.Usage == nil {
 		return nil
 	}
-	k := usage.KeyOf(m.At, workflowName, m.Role, m.Agent, m.Adapter, m.Usage)
-	key := usage.RowKey(k)
-	var tot usage.Totals
-	if raw := ub.Get(key); raw != nil {
-		if err := tot.UnmarshalBinary(raw); err != nil {
-			return err
-		}
-	}
-	tot.Add(m.Usage)
-	raw, err := tot.AppendBinary(nil)
-	if err != nil {
-		return err
-	}
-	return ub.Put(key, raw)
+	var one usage.Totals
+	one.Add(m.Usage)
+	return boltrollup.Add(ub, usage.KeyOf(m.At, workflowName, m.Role, m.Agent, m.Adapter, m.Usage), one)
 }
 
 // Usage returns the rollup rows f selects.
 func (s *Store) Usage(f usage.Filter) ([]usage.Row, error) {
 	var rows []usage.Row
 	err := s.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketUsage).Cursor()
-		for k, v := c.Seek([]byte(f.Since)); k != nil; k, v = c.Next() {
-			key, ok := usage.ParseRowKey(k)
-			if !ok || !f.Match(key) {
-				continue
-			}
-			r := usage.Row{Key: key}
-			if err := r.Totals.UnmarshalBinary(v); err != nil {
-				return err
-			}
-			rows = append(rows, r)
-		}
-		return nil
+		var err error
+		rows, err = boltrollup.Rows(tx.Bucket(bucketUsage), f)
+		return err
 	})
 	return rows, err
 }

@@ -8,6 +8,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/nerve-agents/nerve/internal/usage"
+	"github.com/nerve-agents/nerve/internal/usage/boltrollup"
 	"github.com/nerve-agents/nerve/khala/khaladb"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -23,19 +24,7 @@ func addSpent(tx *bolt.Tx, rows []usage.Row) error {
 	}
 	ub := tx.Bucket(bUsage)
 	for _, r := range rows {
-		key := usage.RowKey(r.Key)
-		var tot usage.Totals
-		if raw := ub.Get(key); raw != nil {
-			if err := tot.UnmarshalBinary(raw); err != nil {
-				return err
-			}
-		}
-		tot.Merge(r.Totals)
-		raw, err := tot.AppendBinary(nil)
-		if err != nil {
-			return err
-		}
-		if err := ub.Put(key, raw); err != nil {
+		if err := boltrollup.Add(ub, r.Key, r.Totals); err != nil {
 			return err
 		}
 	}
@@ -46,19 +35,9 @@ func addSpent(tx *bolt.Tx, rows []usage.Row) error {
 func (b *Store) Usage(ctx context.Context, f usage.Filter) ([]usage.Row, error) {
 	var rows []usage.Row
 	err := b.view(ctx, func(tx *bolt.Tx) error {
-		c := tx.Bucket(bUsage).Cursor()
-		for k, v := c.Seek([]byte(f.Since)); k != nil; k, v = c.Next() {
-			key, ok := usage.ParseRowKey(k)
-			if !ok || !f.Match(key) {
-				continue
-			}
-			r := usage.Row{Key: key}
-			if err := r.Totals.UnmarshalBinary(v); err != nil {
-				return err
-			}
-			rows = append(rows, r)
-		}
-		return nil
+		var err error
+		rows, err = boltrollup.Rows(tx.Bucket(bUsage), f)
+		return err
 	})
 	return rows, err
 }
