@@ -66,6 +66,25 @@ type ThreadFilter struct {
 	PerPage  int
 }
 
+// Window is where the page f asks for lies in a list of n threads:
+// [from, to), and whether more follow it.
+func (f ThreadFilter) Window(n int) (from, to int, more bool) {
+	from = min((f.Page-1)*f.PerPage, n)
+	to = min(from+f.PerPage, n)
+	return from, to, n > to
+}
+
+// Summary is t as the threads list shows it; waiting: a human turn of it
+// waits for a person, so a running thread shows as waiting.
+func Summary(t *workflow.Thread, waiting bool) ThreadSummary {
+	status := t.Status
+	if status == workflow.StatusRunning && waiting {
+		status = "waiting"
+	}
+	return ThreadSummary{ID: t.ID, Workflow: t.Workflow, Status: status,
+		Error: t.Error, Step: t.Step, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
+}
+
 // Counts are threads by status. Waiting threads (a human turn waits for a
 // person) are running ones too, counted in both. Waiting is -1 when the
 // source cannot tell.

@@ -52,18 +52,10 @@ func (c *consoleSource) Threads(ctx context.Context, f console.ThreadFilter) (*c
 	if err != nil {
 		return nil, err
 	}
-	from := min((f.Page-1)*f.PerPage, len(ts))
-	ts = ts[from:]
-	if len(ts) > f.PerPage {
-		ts, out.More = ts[:f.PerPage], true
-	}
-	for _, t := range ts {
-		st := t.Status
-		if st == workflow.StatusRunning && waiting[t.ID] {
-			st = "waiting"
-		}
-		out.Threads = append(out.Threads, console.ThreadSummary{ID: t.ID, Workflow: t.Workflow, Status: st,
-			Error: t.Error, Step: t.Step, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt})
+	from, to, more := f.Window(len(ts))
+	out.More = more
+	for i := from; i < to; i++ {
+		out.Threads = append(out.Threads, console.Summary(&ts[i].Thread, waiting[ts[i].ID]))
 	}
 	return out, nil
 }

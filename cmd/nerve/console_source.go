@@ -56,18 +56,10 @@ func (d *consoleDaemon) Threads(ctx context.Context, f console.ThreadFilter) (*c
 			match = append(match, t)
 		}
 	}
-	from := min((f.Page-1)*f.PerPage, len(match))
-	match = match[from:]
-	if len(match) > f.PerPage {
-		match, out.More = match[:f.PerPage], true
-	}
-	for _, t := range match {
-		status := t.Status
-		if status == workflow.StatusRunning && waiting[t.ID] {
-			status = "waiting"
-		}
-		out.Threads = append(out.Threads, console.ThreadSummary{ID: t.ID, Workflow: t.Workflow, Status: status,
-			Error: t.Error, Step: t.Step, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt})
+	from, to, more := f.Window(len(match))
+	out.More = more
+	for _, t := range match[from:to] {
+		out.Threads = append(out.Threads, console.Summary(t, waiting[t.ID]))
 	}
 	return out, nil
 }
