@@ -3,8 +3,6 @@ package daemon
 import (
 	"context"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nerve-agents/nerve/workflow"
@@ -41,15 +39,13 @@ func (r *runner) waitHuman(ctx context.Context, t *workflow.Thread, d *workflow.
 	}
 }
 
-func waitingKey(thread string, step int) string { return activeKey(thread, step) }
-
 func (r *runner) setWaiting(w workflow.Waiting, on bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if on {
-		r.waiting[waitingKey(w.Thread, w.Step)] = w
+		r.waiting[activeKey(w.Thread, w.Step)] = w
 	} else {
-		delete(r.waiting, waitingKey(w.Thread, w.Step))
+		delete(r.waiting, activeKey(w.Thread, w.Step))
 	}
 }
 
@@ -69,16 +65,9 @@ func (r *runner) waitingTurns(thread string) []workflow.Waiting {
 			return c
 		}
 		if a.Thread != b.Thread {
-			return compareThreadIDs(a.Thread, b.Thread)
+			return workflow.CompareThreadIDs(a.Thread, b.Thread)
 		}
 		return a.Step - b.Step
 	})
 	return out
-}
-
-// compareThreadIDs orders thread-2 before thread-10.
-func compareThreadIDs(a, b string) int {
-	na, _ := strconv.Atoi(strings.TrimPrefix(a, "thread-"))
-	nb, _ := strconv.Atoi(strings.TrimPrefix(b, "thread-"))
-	return na - nb
 }

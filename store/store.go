@@ -1,13 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -309,23 +309,15 @@ func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
 
 // sortChildren orders by step, then by thread number.
 func sortChildren(cs []Child) {
-	num := func(id string) int {
-		n, _ := strconv.Atoi(strings.TrimPrefix(id, "thread-"))
-		return n
-	}
-	sort.SliceStable(cs, func(i, j int) bool {
-		if cs[i].Step != cs[j].Step {
-			return cs[i].Step < cs[j].Step
+	slices.SortStableFunc(cs, func(a, b Child) int {
+		if a.Step != b.Step {
+			return cmp.Compare(a.Step, b.Step)
 		}
-		return num(cs[i].ID) < num(cs[j].ID)
+		return workflow.CompareThreadIDs(a.ID, b.ID)
 	})
 }
 
 // sortThreads orders by thread number, newest first.
 func sortThreads(ts []*workflow.Thread) {
-	num := func(t *workflow.Thread) int {
-		n, _ := strconv.Atoi(strings.TrimPrefix(t.ID, "thread-"))
-		return n
-	}
-	sort.Slice(ts, func(i, j int) bool { return num(ts[i]) > num(ts[j]) })
+	slices.SortFunc(ts, func(a, b *workflow.Thread) int { return workflow.CompareThreadIDs(b.ID, a.ID) })
 }

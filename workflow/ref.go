@@ -1,8 +1,10 @@
 package workflow
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -60,6 +62,13 @@ func ParseRef(s string) (Ref, error) {
 
 // IsThreadID reports whether s is a thread id of the form thread-N.
 func IsThreadID(s string) bool { return threadIDRE().MatchString(s) }
+
+// CompareThreadIDs orders thread ids by number: thread-2 before thread-10.
+func CompareThreadIDs(a, b string) int {
+	na, _ := strconv.Atoi(strings.TrimPrefix(a, "thread-"))
+	nb, _ := strconv.Atoi(strings.TrimPrefix(b, "thread-"))
+	return cmp.Compare(na, nb)
+}
 
 func (r Ref) String() string {
 	s := r.Workflow
