@@ -212,6 +212,10 @@ func childEnded(ctx context.Context, defs *defCache, v *khaladb.ThreadView, chil
 	if i >= 0 {
 		links[i].Status = child.Status
 	}
+	def, err := defs.get(ctx, th.SourceHash)
+	if err != nil {
+		return nil, err
+	}
 	t := v.Turn(khaladb.TurnID(th.ID, child.Parent.Step))
 	if t == nil || t.State != khaladb.TurnChild || t.Child != child.ID || th.Ended() {
 		if i < 0 || th.Children[i].Status == child.Status {
@@ -219,11 +223,18 @@ func childEnded(ctx context.Context, defs *defCache, v *khaladb.ThreadView, chil
 		}
 		c := &khaladb.ThreadChange{Thread: th}
 		c.Thread.Children, c.Thread.UpdatedAt = links, now
+		// No step waits for it (an agent started it, or the parent
+		// ended first): what it spent counts in the parent's totals here,
+		// once, as its link ends; past the parent's budget nothing more
+		// of the parent starts.
+		if th.Children[i].Status == workflow.StatusRunning && child.Usage.Messages > 0 {
+			c.Thread.Usage.Merge(child.Usage)
+			if !th.Ended() {
+				c.Thread.Pending = slices.Clone(th.Pending)
+				stopOverBudget(def, v, c, "", now)
+			}
+		}
 		return c, nil
-	}
-	def, err := defs.get(ctx, th.SourceHash)
-	if err != nil {
-		return nil, err
 	}
 	ref := child.Workflow + "#" + child.ID
 	m := workflow.Message{Child: ref, Content: resultText(child.Result)}

@@ -13,6 +13,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/nerve-agents/nerve/internal/usage"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -52,7 +53,7 @@ func Open(path string, timeout time.Duration) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketThreads, bucketMessages, bucketEvents, bucketMeta, bucketAnswers, bucketChildren, bucketSpend} {
+		for _, b := range [][]byte{bucketThreads, bucketMessages, bucketEvents, bucketMeta, bucketAnswers, bucketChildren, bucketSpend, bucketChildSpend} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -106,9 +107,10 @@ func (s *Store) CreateThreadWith(t *workflow.Thread, prepare func(*workflow.Thre
 		if err := indexChild(tx, t); err != nil {
 			return err
 		}
-		return commitTx(tx, workflow.Update{Thread: t, Events: []workflow.Event{{
+		_, err := commitTx(tx, workflow.Update{Thread: t, Events: []workflow.Event{{
 			Type: workflow.EventThreadStarted, Thread: t.ID, Status: t.Status, At: t.CreatedAt,
 		}}})
+		return err
 	})
 	if err == nil {
 		s.wake(t.ID)
@@ -119,10 +121,18 @@ func (s *Store) CreateThreadWith(t *workflow.Thread, prepare func(*workflow.Thre
 	return err
 }
 
-// Commit writes one transition of a thread durably.
+// Commit writes one transition of a thread durably. It counts in
+// u.Thread's totals what its agent-started children that ended since its
+// last commit spent (see ChildSpend).
 func (s *Store) Commit(u workflow.Update) error {
-	err := s.db.Update(func(tx *bolt.Tx) error { return commitTx(tx, u) })
+	var late usage.Totals
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		late, err = commitTx(tx, u)
+		return err
+	})
 	if err == nil {
+		u.Thread.Usage.Merge(late)
 		s.wake(u.Thread.ID)
 	}
 	return err
@@ -139,42 +149,67 @@ func (s *Store) AppendEvents(thread string, evs ...workflow.Event) error {
 	return err
 }
 
-func commitTx(tx *bolt.Tx, u workflow.Update) error {
+// commitTx writes u, and returns what it counted in u.Thread's totals
+// beyond what u.Thread says: its agent-started children's spend, for
+// Commit to add once the transaction is on disk.
+func commitTx(tx *bolt.Tx, u workflow.Update) (usage.Totals, error) {
 	t := u.Thread
+	if err := spendUp(tx, t); err != nil {
+		return usage.Totals{}, err
+	}
+	late, ok, err := takeChildSpend(tx, t)
+	if err != nil {
+		return late, err
+	}
+	if ok {
+		counted := *t
+		counted.Usage.Merge(late)
+		t = &counted
+	}
 	raw, err := json.Marshal(t)
+	if err != nil {
+		return late, err
+	}
+	if err := tx.Bucket(bucketThreads).Put([]byte(t.ID), raw); err != nil {
+		return late, err
+	}
+	if err := putMessages(tx, t, u.Messages); err != nil {
+		return late, err
+	}
+	return late, putEvents(tx, t.ID, u.Events)
+}
+
+// putMessages stores a thread's new (or stored again) messages, counting
+// each new one in the usage rollup and the day's spend.
+func putMessages(tx *bolt.Tx, t *workflow.Thread, msgs []workflow.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	mb, err := tx.Bucket(bucketMessages).CreateBucketIfNotExists([]byte(t.ID))
 	if err != nil {
 		return err
 	}
-	if err := tx.Bucket(bucketThreads).Put([]byte(t.ID), raw); err != nil {
+	if err := chargeNew(tx, mb, msgs); err != nil {
 		return err
 	}
-	if len(u.Messages) > 0 {
-		mb, err := tx.Bucket(bucketMessages).CreateBucketIfNotExists([]byte(t.ID))
+	ub := tx.Bucket(bucketUsage)
+	for _, m := range msgs {
+		raw, err := json.Marshal(m)
 		if err != nil {
 			return err
 		}
-		if err := chargeNew(tx, mb, u.Messages); err != nil {
+		key := u64(uint64(m.Step))
+		if mb.Get(key) == nil {
+			// A message stored again (a merge's verdict) was counted.
+			if err := addUsage(ub, t.Workflow, m); err != nil {
+				return err
+			}
+		}
+		if err := mb.Put(key, raw); err != nil {
 			return err
 		}
-		ub := tx.Bucket(bucketUsage)
-		for _, m := range u.Messages {
-			raw, err := json.Marshal(m)
-			if err != nil {
-				return err
-			}
-			key := u64(uint64(m.Step))
-			if mb.Get(key) == nil {
-				// A message stored again (a merge's verdict) was counted.
-				if err := addUsage(ub, t.Workflow, m); err != nil {
-					return err
-				}
-			}
-			if err := mb.Put(key, raw); err != nil {
-				return err
-			}
-		}
 	}
-	return putEvents(tx, t.ID, u.Events)
+	return nil
 }
 
 func putEvents(tx *bolt.Tx, thread string, evs []workflow.Event) error {

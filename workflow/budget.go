@@ -17,10 +17,19 @@ func (d *Definition) Budget() usage.Limits {
 func OverBudget(d *Definition, t *Thread) string { return d.Budget().Exceeded(t.Usage) }
 
 // routeWithin is Route, but a thread over its budget fails instead of being
-// given more turns.
-func routeWithin(ctx context.Context, d *Definition, t *Thread, s State) (Decision, error) {
-	if reason := OverBudget(d, t); reason != "" {
-		return Decision{Fail: reason}, nil
+// given more turns. What children its agents started spent counts, though
+// only the commit of this decision adds it to t's totals.
+func (e *Engine) routeWithin(ctx context.Context, d *Definition, t *Thread, s State) (Decision, error) {
+	if b := d.Budget(); b != (usage.Limits{}) {
+		spent := t.Usage
+		late, err := e.Store.ChildSpend(t.ID)
+		if err != nil {
+			return Decision{}, err
+		}
+		spent.Merge(late)
+		if reason := b.Exceeded(spent); reason != "" {
+			return Decision{Fail: reason}, nil
+		}
 	}
 	return Route(ctx, d, s)
 }

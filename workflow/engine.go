@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/nerve-agents/nerve/internal/usage"
 )
 
 // Update is one durable transition of a thread: the thread record, the
@@ -20,8 +22,13 @@ type Update struct {
 // Store keeps a local thread durable as it moves: when Commit returns, the
 // whole update is on disk. Storing a message's step twice keeps one.
 type Store interface {
+	// Commit writes u durably; it may count more in u.Thread.Usage: what
+	// children an agent started spent (ChildSpend).
 	Commit(u Update) error
 	Messages(thread string) ([]Message, error)
+	// ChildSpend is what thread's children started by its agents (not
+	// waited for by a step) spent since its last Commit, which counts it.
+	ChildSpend(thread string) (usage.Totals, error)
 }
 
 // TurnFunc runs one turn and returns its message. A failed turn is a
@@ -277,7 +284,7 @@ func (e *Engine) route(ctx context.Context, d *Definition, t *Thread, msgs []Mes
 	)
 	refused := spawnRefused(t, msgs)
 	if refused == "" {
-		dec, err = routeWithin(ctx, d, t, NewState(t, msgs).WithCache(&e.docs))
+		dec, err = e.routeWithin(ctx, d, t, NewState(t, msgs).WithCache(&e.docs))
 	}
 	switch {
 	case refused != "":
