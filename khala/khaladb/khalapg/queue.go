@@ -226,20 +226,29 @@ type rowFirst struct {
 
 func (r rowFirst) Scan(dest ...any) error { return r.Row.Scan(append([]any{r.first}, dest...)...) }
 
+// dueSQL lists what is due at $1, up to $2 of each kind: leases run
+// out, turns idle too long, child turns to check.
+const dueSQL = `(SELECT 'expired', thread, step, claim FROM khala_turns WHERE state = 'claimed' AND lease_expires <= $1
+		ORDER BY lease_expires LIMIT $2)
+	UNION ALL
+	(SELECT 'idle', thread, step, '' FROM khala_turns WHERE state IN ('queued', 'waiting') AND idle_at > 0 AND idle_at <= $1
+		ORDER BY idle_at LIMIT $2)
+	UNION ALL
+	(SELECT 'child', thread, step, '' FROM khala_turns WHERE state = 'child' AND lease_expires <= $1
+		ORDER BY lease_expires LIMIT $2)`
+
+// nextDueSQL is when something is next due after $1. Each part repeats
+// its partial index's predicate (idle_at > 0 too): a generic plan cannot
+// prove it from $1, and without it walks the whole table.
+const nextDueSQL = `SELECT least((SELECT min(lease_expires) FROM khala_turns WHERE state = 'claimed' AND lease_expires > $1),
+	(SELECT min(idle_at) FROM khala_turns WHERE state IN ('queued', 'waiting') AND idle_at > 0 AND idle_at > $1),
+	(SELECT min(lease_expires) FROM khala_turns WHERE state = 'child' AND lease_expires > $1))`
+
 // Due implements Storage.
 func (p *Store) Due(ctx context.Context, now time.Time, limit int) ([]khaladb.DueTurn, time.Time, error) {
 	b := &pgx.Batch{}
-	b.Queue(`(SELECT 'expired', thread, step, claim FROM khala_turns WHERE state = 'claimed' AND lease_expires <= $1
-			ORDER BY lease_expires LIMIT $2)
-		UNION ALL
-		(SELECT 'idle', thread, step, '' FROM khala_turns WHERE state IN ('queued', 'waiting') AND idle_at > 0 AND idle_at <= $1
-			ORDER BY idle_at LIMIT $2)
-		UNION ALL
-		(SELECT 'child', thread, step, '' FROM khala_turns WHERE state = 'child' AND lease_expires <= $1
-			ORDER BY lease_expires LIMIT $2)`, shared.Nanos(now), limit+1)
-	b.Queue(`SELECT least((SELECT min(lease_expires) FROM khala_turns WHERE state = 'claimed' AND lease_expires > $1),
-		(SELECT min(idle_at) FROM khala_turns WHERE state IN ('queued', 'waiting') AND idle_at > $1),
-		(SELECT min(lease_expires) FROM khala_turns WHERE state = 'child' AND lease_expires > $1))`, shared.Nanos(now))
+	b.Queue(dueSQL, shared.Nanos(now), limit+1)
+	b.Queue(nextDueSQL, shared.Nanos(now))
 	br := p.pool.SendBatch(ctx, b)
 	defer br.Close()
 	rows, _ := br.Query()

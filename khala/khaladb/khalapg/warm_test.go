@@ -1,6 +1,7 @@
 package khalapg
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -32,5 +33,41 @@ func TestWarmClaimsPlans(t *testing.T) {
 	var n int
 	if err := p.pool.QueryRow(t.Context(), "SELECT count(*) FROM khala_events").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("events after a warm-up: %d %v", n, err)
+	}
+}
+
+// The sweeper's statements walk the turns' partial indexes under the
+// generic plans every connection uses (plan_cache_mode), never the whole
+// table: it runs on every lease handed out.
+func TestDuePlansUseIndexes(t *testing.T) {
+	dsn := pgtest.Database(t)
+	openPG(t, dsn)
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	if _, err := conn.Exec(t.Context(), "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	for name, q := range map[string]string{"due": dueSQL, "next_due": nextDueSQL} {
+		if _, err := conn.Exec(t.Context(), "PREPARE "+name+" AS "+q); err != nil {
+			t.Fatal(err)
+		}
+		args := "(0)"
+		if name == "due" {
+			args = "(0, 10)"
+		}
+		rows, err := conn.Query(t.Context(), "EXPLAIN EXECUTE "+name+args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text := strings.Join(plan, "\n"); strings.Contains(text, "Seq Scan") {
+			t.Errorf("%s scans the table:\n%s", name, text)
+		}
 	}
 }
