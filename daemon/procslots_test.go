@@ -34,7 +34,6 @@ func TestProcSlotsKillStale(t *testing.T) {
 	live, ended, old := start(), start(), start()
 	r.RecordProc("w#thread-1", 1, live.Process.Pid)
 	r.RecordProc("w#thread-2", 1, ended.Process.Pid)
-	r.RecordProc("w#thread-3", 4, 999999) // no such process: not recorded
 	r.ForgetProc("w#thread-2", 1)
 	r.RecordProc("w#thread-4", 2, ended.Process.Pid) // reuses the blanked slot
 	r.ForgetProc("w#thread-4", 2)
@@ -70,5 +69,36 @@ func TestProcSlotsKillStale(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Join(home, "procs")); len(entries) != 0 {
 		t.Fatalf("records left: %v", entries)
+	}
+}
+
+// A record's start is the boot clock just after the fork: it matches the
+// kernel's start of that process, never one that started after it or
+// long before (a recycled pid).
+func TestRecordedStartMatchesTheProcess(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	rec, err := bootTicks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := procStartTime(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameStart(cur, strconv.FormatInt(rec, 10)) {
+		t.Fatalf("/proc says %s, the boot clock after the fork %d", cur, rec)
+	}
+	c, _ := strconv.ParseInt(cur, 10, 64)
+	for _, other := range []int64{c - 1, c + startSlack + 1, -5} {
+		if sameStart(cur, strconv.FormatInt(other, 10)) {
+			t.Errorf("a process started at %d matched a record of %d", c, other)
+		}
+	}
+	if !sameStart(cur, cur) || sameStart(cur, "garbage") {
+		t.Error("an exact record (an earlier daemon's) must match, a malformed one not")
 	}
 }
