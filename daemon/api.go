@@ -30,6 +30,9 @@ type StartRequest struct {
 	// (NERVE_THREAD), links the new thread to that local thread as its
 	// child.
 	Parent string `json:"parent,omitempty"`
+	// ParentTurn is the step of that turn (NERVE_STEP), for the parent's
+	// trace.
+	ParentTurn int `json:"parent_turn,omitempty"`
 	// Priority orders a cloud thread's turns in its Khala's queue (run
 	// --priority); the CLI refuses it for a local thread.
 	Priority *int `json:"priority,omitempty"`

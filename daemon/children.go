@@ -154,7 +154,7 @@ func (d *Daemon) childSummary(id string) *workflow.Children {
 
 // parentOf resolves the thread an agent starting a workflow from inside a
 // turn belongs to: a running local thread, not too deep for a child.
-func (d *Daemon) parentOf(ref string) (*workflow.Parent, int, error) {
+func (d *Daemon) parentOf(ref string, turn int) (*workflow.Parent, int, error) {
 	pr, err := workflow.ParseRef(ref)
 	if err != nil || pr.Thread == "" || pr.Remote != "" {
 		return nil, 0, usage(fmt.Sprintf("parent %q is not a local thread ref (WORKFLOW#thread-N)", ref), "")
@@ -172,6 +172,9 @@ func (d *Daemon) parentOf(ref string) (*workflow.Parent, int, error) {
 	if err := workflow.CheckDepth(t.Depth, d.config().Daemon.MaxSpawnDepth); err != nil {
 		return nil, 0, err
 	}
+	if turn < 0 || turn > t.Step {
+		turn = 0 // not a step of this thread: the trace says no step
+	}
 	// An agent's child waits for nothing at the parent: step 0 in the link.
-	return &workflow.Parent{Ref: workflow.Ref{Workflow: t.Workflow, Thread: t.ID}.String(), Thread: t.ID}, t.Depth + 1, nil
+	return &workflow.Parent{Ref: workflow.Ref{Workflow: t.Workflow, Thread: t.ID}.String(), Thread: t.ID, Turn: turn}, t.Depth + 1, nil
 }

@@ -111,7 +111,7 @@ func (d *Daemon) handleStart(w http.ResponseWriter, r *http.Request) {
 		spec.Defs = filepath.Dir(req.File)
 	}
 	if err == nil && req.Parent != "" {
-		spec.Parent, spec.Depth, err = d.parentOf(req.Parent)
+		spec.Parent, spec.Depth, err = d.parentOf(req.Parent, req.ParentTurn)
 	}
 	if err != nil {
 		writeErr(w, err)

@@ -354,17 +354,22 @@ func (s *Server) startParent(ctx context.Context, req *api.StartParent, child, w
 			return nil, fmt.Errorf("%w: parent %s is %s; a child thread cannot start under it", khaladb.ErrThreadEnded, th.ID, th.Status)
 		case req.Step < 0 || req.Step > th.Step:
 			return nil, badRequest("parent.step %d: thread %s has steps 1 to %d", req.Step, th.ID, th.Step)
+		case req.Turn < 0 || req.Turn > th.Step:
+			return nil, badRequest("parent.turn %d: thread %s has steps 1 to %d", req.Turn, th.ID, th.Step)
 		}
 		if err := workflow.CheckDepth(th.Depth, s.opts.MaxSpawnDepth); err != nil {
 			return nil, &apiError{422, codeTooDeep, err.Error()}
 		}
 		p, depth = &workflow.Parent{Ref: parentRef(th), Thread: th.ID, Step: req.Step}, th.Depth+1
+		if req.Step == 0 {
+			p.Turn = req.Turn
+		}
 		now := s.now()
 		c := &khaladb.ThreadChange{Thread: th}
 		c.Thread.Children = append(slices.Clone(th.Children), khaladb.ChildLink{Thread: child, Workflow: workflowName,
 			Step: req.Step, Status: workflow.StatusRunning})
 		c.Thread.UpdatedAt = now
-		c.Events = []workflow.Event{{At: now, Type: workflow.EventChildStarted, Thread: th.ID, Step: req.Step,
+		c.Events = []workflow.Event{{At: now, Type: workflow.EventChildStarted, Thread: th.ID, Step: p.ChildEventStep(),
 			Message: workflowName + "#" + child}}
 		return c, nil
 	})

@@ -28,8 +28,17 @@ func testAgentChildSpend(t *testing.T, bk backend) {
 	id := a.start("boss", nil, "")
 	lead := a.claimOne()
 	var out startResponse
+	for _, turn := range []any{-1, 2, "one"} {
+		if status, data := a.do("POST", "/v1/workflows/review/threads", map[string]any{"input": map[string]any{"item": "x"},
+			"parent": map[string]any{"thread": id, "turn": turn}}); status != 400 {
+			t.Errorf("parent.turn %v of a thread at step 1: %d %s", turn, status, data)
+		}
+	}
 	a.must("POST", "/v1/workflows/review/threads", map[string]any{"input": map[string]any{"item": "x"},
-		"parent": map[string]any{"thread": id}}, 201, &out)
+		"parent": map[string]any{"thread": id, "turn": 1}}, 201, &out)
+	if evs := a.trace(id); evs[len(evs)-1].Type != workflow.EventChildStarted || evs[len(evs)-1].Step != 1 {
+		t.Fatalf("the parent's trace: %+v", evs[len(evs)-1])
+	}
 	review := a.claimOne()
 	if review.Thread != out.Thread {
 		t.Fatalf("claimed %s, want the child's turn", review.Thread)

@@ -13,6 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/nerve-agents/nerve/daemon"
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -138,7 +139,11 @@ func (s *server) workflowRun(ctx context.Context, in WorkflowRunInput) (RunOutpu
 	if err != nil {
 		return RunOutput{}, err
 	}
-	t, err := c.Start(ctx, daemon.StartRequest{Workflow: ref.Workflow, Input: in.Input, Workdir: s.workdir(), Parent: s.parent(ref)})
+	req := daemon.StartRequest{Workflow: ref.Workflow, Input: in.Input, Workdir: s.workdir(), Parent: s.parent(ref)}
+	if req.Parent != "" {
+		req.ParentTurn = s.step()
+	}
+	t, err := c.Start(ctx, req)
 	if err != nil {
 		return RunOutput{}, err
 	}
@@ -161,7 +166,12 @@ func (s *server) runRemote(ctx context.Context, ref workflow.Ref, in WorkflowRun
 	if err != nil {
 		return RunOutput{}, err
 	}
-	id, err := c.StartThread(ctx, ref.Workflow, in.Input, "")
+	start := api.StartThread{Input: in.Input}
+	if p, err := workflow.ParseRef(s.parent(ref)); err == nil && p.Thread != "" {
+		// Inside a turn of a thread of this remote: its child.
+		start.Parent = &api.StartParent{Thread: p.Thread, Turn: s.step()}
+	}
+	id, err := c.Start(ctx, ref.Workflow, start)
 	if err != nil {
 		return RunOutput{}, remoteUsage(err)
 	}

@@ -88,7 +88,7 @@ func TestPersonTokenAnswers(t *testing.T) {
 	}
 	// A child started by an agent inside a turn of a running thread.
 	running, _ := c.Start(ctx, "approval", api.StartThread{})
-	child, err := c.StartChild(ctx, "approval", nil, api.StartParent{Thread: running, Step: 1})
+	child, err := c.Start(ctx, "approval", api.StartThread{Parent: &api.StartParent{Thread: running, Turn: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,12 +47,6 @@ func (c *Client) StartThread(ctx context.Context, name string, input map[string]
 	return c.Start(ctx, name, api.StartThread{Input: input, Webhook: webhook})
 }
 
-// StartChild starts a thread of name as a child of parent, a running
-// thread of the same remote (an agent inside a turn of it asks).
-func (c *Client) StartChild(ctx context.Context, name string, input map[string]any, parent api.StartParent) (string, error) {
-	return c.Start(ctx, name, api.StartThread{Input: input, Parent: &parent})
-}
-
 // Start starts a thread of a cloud workflow, with a workspace when req
 // has one.
 func (c *Client) Start(ctx context.Context, name string, req api.StartThread) (string, error) {

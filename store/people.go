@@ -103,7 +103,7 @@ func indexChild(tx *bolt.Tx, t *workflow.Thread) error {
 	if err := b.Put(append(u64(uint64(t.Parent.Step)), t.ID...), nil); err != nil {
 		return err
 	}
-	return putEvents(tx, t.Parent.Thread, []workflow.Event{{Type: workflow.EventChildStarted, Step: t.Parent.Step,
+	return putEvents(tx, t.Parent.Thread, []workflow.Event{{Type: workflow.EventChildStarted, Step: t.Parent.ChildEventStep(),
 		Message: workflow.Ref{Workflow: t.Workflow, Thread: t.ID}.String(), At: t.CreatedAt}})
 }
 

@@ -28,7 +28,21 @@ type Parent struct {
 	// remote, WORKFLOW#thread-N locally).
 	Ref    string `json:"ref"`
 	Thread string `json:"thread"`
-	Step   int    `json:"step,omitempty"`
+	// Step is the parent's step that waits for this child (a moderator's
+	// child turn); 0: none does, an agent started it from inside a turn.
+	Step int `json:"step,omitempty"`
+	// Turn is the step of the turn whose agent started it (NERVE_STEP),
+	// for the parent's trace; 0 when unknown or when Step is set.
+	Turn int `json:"turn,omitempty"`
+}
+
+// ChildEventStep is the step the parent's trace shows a child's start
+// at: the step waiting for it, else the turn whose agent started it.
+func (p *Parent) ChildEventStep() int {
+	if p.Step > 0 {
+		return p.Step
+	}
+	return p.Turn
 }
 
 // IsChild reports whether the turn starts a child thread rather than

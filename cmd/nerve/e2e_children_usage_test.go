@@ -92,7 +92,8 @@ func checkDelegatedSpend(t *testing.T, e *env, r result) {
 		t.Fatalf("parent usage %+v, child's %+v", run.Usage, child.Usage)
 	}
 	logs := e.must(0, "workflow", "logs", out.Thread).stdout
-	if !strings.Contains(logs, "usage: "+strconv.FormatInt(total, 10)+" tokens") || !strings.Contains(logs, "children: 1 completed") {
+	if !strings.Contains(logs, "usage: "+strconv.FormatInt(total, 10)+" tokens") || !strings.Contains(logs, "children: 1 completed") ||
+		!strings.Contains(logs, "step 1  started child spender#") {
 		t.Fatalf("the parent's log:\n%s", logs)
 	}
 }

@@ -90,6 +90,18 @@ roles:
 		t.Fatal("the thread's webhook heard no notify within 10s")
 	}
 
+	// workflow_run inside the remote turn starts a child of its thread, on
+	// the same Khala, shown at the turn's step in the parent's log.
+	var child struct{ Thread, Status string }
+	decode(t, call(t, cs, "workflow_run", map[string]any{"workflow": "origin/hold"}, false), &child)
+	if !strings.HasPrefix(child.Thread, "origin/hold#thread-") {
+		t.Fatalf("workflow_run: %+v", child)
+	}
+	if logs := a.must(0, "workflow", "logs", ref).stdout; !strings.Contains(logs, "children: 1 running ("+strings.TrimPrefix(child.Thread, "origin/")+")") ||
+		!strings.Contains(logs, "step 2  started child "+strings.TrimPrefix(child.Thread, "origin/")) {
+		t.Fatalf("the parent's log does not show its child:\n%s", logs)
+	}
+
 	a.write("release", "")
 	a.must(0, "workflow", "logs", ref, "-f")
 	if got := text(call(t, cs, "notify", map[string]any{"level": "info", "message": "too late"}, true)); !strings.Contains(got, "runs no turn of "+ref) {

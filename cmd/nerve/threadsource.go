@@ -93,7 +93,7 @@ func (s remoteSource) Start(ctx context.Context, req daemon.StartRequest) (*work
 	}
 	if p, err := workflow.ParseRef(req.Parent); req.Parent != "" && err == nil && p.Thread != "" {
 		// Started from inside a turn of a thread of this remote: its child.
-		start.Parent = &api.StartParent{Thread: p.Thread}
+		start.Parent = &api.StartParent{Thread: p.Thread, Turn: req.ParentTurn}
 	}
 	id, err := s.c.Start(ctx, req.Workflow, start)
 	if err != nil {

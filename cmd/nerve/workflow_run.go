@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/nerve-agents/nerve/internal/usage"
@@ -124,6 +125,9 @@ func workflowRunRun(ctx context.Context, f *Factory, opts *workflowRunOptions) e
 	}
 	req.Input = in
 	req.Parent = parentThread(f, ref)
+	if req.Parent != "" {
+		req.ParentTurn, _ = strconv.Atoi(f.Getenv("NERVE_STEP"))
+	}
 	if opts.PrioritySet {
 		if ref.Remote == "" {
 			return usageErrorf("run it on a remote: nerve workflow run REMOTE/"+opts.Ref+" --priority N",

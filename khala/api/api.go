@@ -120,10 +120,13 @@ func CheckPriority(p *int) error {
 }
 
 // StartParent is a child thread's parent: its thread id, and the step
-// the child was started from (0: none given).
+// waiting for the child (0: none).
 type StartParent struct {
 	Thread string `json:"thread"`
 	Step   int    `json:"step,omitempty"`
+	// Turn is the step of the turn inside which an agent starts the child
+	// (its NERVE_STEP), for the parent's trace.
+	Turn int `json:"turn,omitempty"`
 }
 
 // StartWorkspace is a new thread's workspace: the repository every serving
