@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"runtime/pprof"
 	"strings"
-	"syscall"
 )
 
 func main() {
@@ -38,8 +36,8 @@ func profileCPU(path string) func() {
 
 // Main runs nerve with args and returns the process exit code.
 func Main(args []string, io *IOStreams) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := newSignalContext(context.Background())
+	defer ctx.stop()
 
 	f := newFactory(io)
 	root := newCmdRoot(f)
