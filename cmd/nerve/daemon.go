@@ -62,11 +62,14 @@ func runDaemon(f *Factory, flags *pflag.FlagSet, cmd *cobra.Command) error {
 	// The first SIGTERM or Ctrl-C (cmd's context) starts a graceful
 	// shutdown; a second one cuts the grace period short.
 	hurry := make(chan struct{})
+	// Done first: it installs the context's own handler (signalContext),
+	// so each signal reaches both it and sigs.
+	done := cmd.Context().Done()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	go func() {
-		<-cmd.Context().Done()
+		<-done
 		select {
 		case <-sigs: // the first signal, already seen by the context
 		case <-time.After(100 * time.Millisecond):
