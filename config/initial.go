@@ -5,12 +5,19 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"sync"
 	"text/template"
 
 	"github.com/nerve-agents/nerve/internal/atomicfile"
 )
 
-var initialTmpl = template.Must(template.New("nerve.yaml").Parse(`# nerve.yaml of {{.Name}}, written by 'nerve init'. Every key is optional;
+// initialTmpl is parsed at first use: 'nerve init' is the one command
+// that writes it, and package initialisation runs in every process.
+var initialTmpl = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("nerve.yaml").Parse(initialYAML))
+})
+
+const initialYAML = `# nerve.yaml of {{.Name}}, written by 'nerve init'. Every key is optional;
 # nerve.yaml.example in the nerve repository documents them all, and
 # 'nerve validate' checks this file and your workflows.
 
@@ -40,7 +47,7 @@ remotes: {}
 
 log:
   level: info
-`))
+`
 
 // WriteInitial creates path with a commented nerve.yaml for an agent
 // called name, unless the file exists. It reports whether it wrote.
@@ -51,7 +58,7 @@ func WriteInitial(path, name string) (bool, error) {
 		return false, err
 	}
 	var b bytes.Buffer
-	if err := initialTmpl.Execute(&b, struct{ Name string }{name}); err != nil {
+	if err := initialTmpl().Execute(&b, struct{ Name string }{name}); err != nil {
 		return false, err
 	}
 	if err := atomicfile.WriteFile(path, b.Bytes(), 0o600); err != nil {

@@ -2,6 +2,7 @@ package knowledge
 
 import (
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -37,14 +38,15 @@ var queryStopwords = map[string]bool{
 	"done": true, "used": true, "use": true, "uses": true, "get": true, "gets": true,
 }
 
-// queryStops is queryStopwords as the tokens come out: stemmed.
-var queryStops = func() map[string]bool {
+// queryStops is queryStopwords as the tokens come out: stemmed (at first
+// use: package initialisation runs in every nerve process).
+var queryStops = sync.OnceValue(func() map[string]bool {
 	m := map[string]bool{}
 	for w := range queryStopwords {
 		m[stem(w)] = true
 	}
 	return m
-}()
+})
 
 // IndexText turns text into the token stream the full-text index stores:
 // each identifier lowercased whole, then, when it has several, its parts
@@ -75,7 +77,7 @@ func QueryTerms(q string) []string {
 		}
 		seen[t] = true
 		all = append(all, t)
-		if !queryStops[t] {
+		if !queryStops()[t] {
 			out = append(out, t)
 		}
 	})

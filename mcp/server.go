@@ -184,7 +184,7 @@ func addTool[In, Out any](srv *sdk.Server, t *sdk.Tool, h func(context.Context, 
 		t.InputSchema = schema
 	}
 	if t.OutputSchema == nil {
-		schema, err := jsonschema.For[Out](&jsonschema.ForOptions{TypeSchemas: outputTypes})
+		schema, err := jsonschema.For[Out](&jsonschema.ForOptions{TypeSchemas: outputTypes()})
 		if err != nil {
 			panic(fmt.Sprintf("tool %s: output schema: %v", t.Name, err))
 		}
@@ -238,18 +238,21 @@ func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(form
 // outputTypes are the schemas of types whose JSON is not their fields'
 // default encoding: a usage writes null for each figure the CLI did not
 // give.
-var outputTypes = map[reflect.Type]*jsonschema.Schema{
-	reflect.TypeFor[usage.Usage](): {
-		Type: "object",
-		Properties: map[string]*jsonschema.Schema{
-			"model":             {Types: []string{"string", "null"}},
-			"input_tokens":      {Types: []string{"integer", "null"}},
-			"output_tokens":     {Types: []string{"integer", "null"}},
-			"cache_read_tokens": {Types: []string{"integer", "null"}},
-			"cost_usd":          {Types: []string{"number", "null"}},
-			"duration_ms":       {Type: "integer"},
-			"session_id":        {Types: []string{"string", "null"}},
-			"tool_errors":       {Type: "integer"},
+// Built at first use: package initialisation runs in every nerve process.
+var outputTypes = sync.OnceValue(func() map[reflect.Type]*jsonschema.Schema {
+	return map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[usage.Usage](): {
+			Type: "object",
+			Properties: map[string]*jsonschema.Schema{
+				"model":             {Types: []string{"string", "null"}},
+				"input_tokens":      {Types: []string{"integer", "null"}},
+				"output_tokens":     {Types: []string{"integer", "null"}},
+				"cache_read_tokens": {Types: []string{"integer", "null"}},
+				"cost_usd":          {Types: []string{"number", "null"}},
+				"duration_ms":       {Type: "integer"},
+				"session_id":        {Types: []string{"string", "null"}},
+				"tool_errors":       {Type: "integer"},
+			},
 		},
-	},
-}
+	}
+})
