@@ -1,11 +1,8 @@
 package threadquery
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/nerve-agents/nerve/workflow"
@@ -132,34 +129,4 @@ func ThreadRef(s string) (workflow.Ref, error) {
 		return ref, usagef("e.g. "+s+"#thread-1; list threads with 'nerve workflow logs "+s+"'", "%s names no thread", s)
 	}
 	return ref, nil
-}
-
-// ReadSnapshot reads a thread snapshot the daemon wrote for a turn.
-func ReadSnapshot(path string) ([]workflow.Message, error) { return readSnapshot(path, 0) }
-
-// readSnapshot reads the snapshot's last tail messages (0: all). A
-// snapshot is one JSON message a line; decoding is most of the cost of
-// `nerve thread messages` inside a turn, so lines before the tail are
-// only split, not decoded.
-func readSnapshot(path string, tail int) ([]workflow.Message, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read thread snapshot: %w", err)
-	}
-	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
-	if len(data) == 0 {
-		lines = nil
-	}
-	if tail > 0 && len(lines) > tail {
-		lines = lines[len(lines)-tail:]
-	}
-	out := make([]workflow.Message, 0, len(lines))
-	for _, line := range lines {
-		var m workflow.Message
-		if err := json.Unmarshal(line, &m); err != nil {
-			return nil, fmt.Errorf("thread snapshot %s: %w", path, err)
-		}
-		out = append(out, m)
-	}
-	return out, nil
 }
