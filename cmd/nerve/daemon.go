@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
-	"github.com/nerve-agents/nerve/config"
-	"github.com/nerve-agents/nerve/daemon"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/daemon"
 )
 
 type daemonOptions struct {

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/daemon"
-	"github.com/spf13/cobra"
 )
 
 // daemonState is the --json answer of daemon start and stop: every key,

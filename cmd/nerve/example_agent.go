@@ -7,8 +7,9 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/nerve-agents/nerve/workflow"
 	"github.com/spf13/cobra"
+
+	"github.com/nerve-agents/nerve/workflow"
 )
 
 // newCmdExampleAgent is the deterministic agent of the examples, so they

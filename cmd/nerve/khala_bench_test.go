@@ -15,6 +15,7 @@ import (
 	"github.com/nerve-agents/nerve/khala/khaladb/khalabolt"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/nerve-agents/nerve/khala"
 	"github.com/nerve-agents/nerve/khala/pgtest"
 )

@@ -9,9 +9,10 @@ import (
 
 	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
 
+	"github.com/spf13/cobra"
+
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/khala"
-	"github.com/spf13/cobra"
 )
 
 type khalaEnrollOptions struct {

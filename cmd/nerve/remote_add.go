@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/remote"
-	"github.com/spf13/cobra"
 )
 
 type remoteAddOptions struct {

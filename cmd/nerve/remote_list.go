@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"text/tabwriter"
 
-	"github.com/nerve-agents/nerve/remote"
 	"github.com/spf13/cobra"
+
+	"github.com/nerve-agents/nerve/remote"
 )
 
 type remoteListOptions struct {

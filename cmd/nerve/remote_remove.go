@@ -3,9 +3,10 @@ package main
 import (
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/remote"
-	"github.com/spf13/cobra"
 )
 
 type remoteRemoveOptions struct {

@@ -3,9 +3,10 @@ package main
 import (
 	"context"
 
+	"github.com/spf13/cobra"
+
 	"github.com/nerve-agents/nerve/workflow"
 	"github.com/nerve-agents/nerve/workspace"
-	"github.com/spf13/cobra"
 )
 
 type threadDiffOptions struct {

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/nerve-agents/nerve/threadquery"
 	"github.com/nerve-agents/nerve/workflow"
-	"github.com/spf13/cobra"
 )
 
 type threadMessagesOptions struct {

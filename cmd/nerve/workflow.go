@@ -6,9 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/nerve-agents/nerve/workflow"
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
+
+	"github.com/nerve-agents/nerve/workflow"
 )
 
 func newCmdWorkflow(f *Factory) *cobra.Command {

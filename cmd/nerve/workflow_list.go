@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"text/tabwriter"
 
-	"github.com/nerve-agents/nerve/workflow"
 	"github.com/spf13/cobra"
+
+	"github.com/nerve-agents/nerve/workflow"
 )
 
 type workflowListOptions struct {

@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/nerve-agents/nerve/workflow"
 	"github.com/spf13/cobra"
+
+	"github.com/nerve-agents/nerve/workflow"
 )
 
 type workflowPushOptions struct {
