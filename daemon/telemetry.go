@@ -56,6 +56,10 @@ func (r *runner) threadSpan(t *workflow.Thread) {
 	if !telemetry.Enabled() {
 		return
 	}
-	telemetry.ThreadEnded(r.localTraceKey(t.ID), telemetry.ThreadInfo{Thread: t.ID, Workflow: t.Workflow,
-		Status: t.Status, Error: t.Error, Start: t.CreatedAt, End: t.EndedAt})
+	info := telemetry.ThreadInfo{Thread: t.ID, Workflow: t.Workflow,
+		Status: t.Status, Error: t.Error, Start: t.CreatedAt, End: t.EndedAt}
+	if p := t.Parent; p != nil {
+		info.ParentKey, info.ParentRef = r.localTraceKey(p.Thread), p.Ref
+	}
+	telemetry.ThreadEnded(r.localTraceKey(t.ID), info)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -82,16 +83,32 @@ roles:
 	if out := decodeRun(t, r); out.Thread != "traced#thread-1" || out.Status != "completed" {
 		t.Fatalf("run: %s", r)
 	}
+	// A child thread (no turns of its own) is a trace linked to its
+	// parent's.
+	e.write("leaf.yaml", "workflow: leaf\nmoderator: '{\"done\": true}'\nroles: {r: {adapter: broken, prompt: p}}\n")
+	nest := e.write("nest.yaml", "workflow: nest\nmoderator: 'last = null ? {\"workflow\": \"leaf\"} : {\"done\": true}'\nroles: {r: {adapter: broken, prompt: p}}\n")
+	if out := decodeRun(t, e.must(0, "workflow", "run", nest, "--json")); out.Thread != "nest#thread-2" || out.Status != "completed" {
+		t.Fatalf("run nest: %+v", out)
+	}
 	if spans, _ := rc.snapshot(); len(spans) != 0 {
 		t.Fatalf("spans before shutdown despite a minute's batch delay: %+v", spans)
 	}
 	e.must(0, "daemon", "stop", "--timeout", "20s") // SIGTERM: the daemon flushes its spans
 	spans := waitSpans(t, rc, "the thread's spans", func(s []gotSpan) bool {
-		return len(findSpans(s, "nerve-daemon", "thread traced")) > 0
+		return len(findSpans(s, "nerve-daemon", "thread traced")) > 0 && len(findSpans(s, "nerve-daemon", "thread leaf")) > 0
 	})
 
 	host, _ := os.Hostname()
 	traceID, rootID := threadTrace(telemetry.ThreadKey(host+":"+e.home, "thread-1"))
+	nestTrace, nestRoot := threadTrace(telemetry.ThreadKey(host+":"+e.home, "thread-2"))
+	leafTrace, _ := threadTrace(telemetry.ThreadKey(host+":"+e.home, "thread-3"))
+	nestSpan, leaf := one(t, spans, "nerve-daemon", "thread nest"), one(t, spans, "nerve-daemon", "thread leaf")
+	if leaf.Trace != leafTrace || leaf.Parent != "" || len(leaf.Links) != 1 || leaf.Links[0] != nestTrace+"/"+nestRoot ||
+		nestSpan.ID != nestRoot || len(nestSpan.Links) != 0 {
+		t.Errorf("the child's root span %+v, want a trace of its own linked to its parent's root %+v", leaf, nestSpan)
+	}
+	wantAttrs(t, leaf, map[string]any{"nerve.parent": "nest#thread-2", "nerve.thread": "thread-3"})
+	spans = slices.DeleteFunc(spans, func(s gotSpan) bool { return s.Name == "thread nest" || s.Name == "thread leaf" })
 	thread := one(t, spans, "nerve-daemon", "thread traced")
 	author := one(t, spans, "nerve-daemon", "turn author")
 	reviewer := one(t, spans, "nerve-daemon", "turn reviewer")

@@ -18,7 +18,8 @@ import (
 // gotSpan is one exported span as the receiver decoded it.
 type gotSpan struct {
 	Service, Name        string
-	Trace, ID, Parent    string // hex; Parent "" for a root
+	Trace, ID, Parent    string   // hex; Parent "" for a root
+	Links                []string // hex TRACE/SPAN of each linked span
 	Attrs                map[string]any
 	StatusError          bool
 	StatusMessage        string
@@ -99,6 +100,9 @@ func decodeSpan(service string, s *tracepb.Span) gotSpan {
 		Attrs: attrMap(s.Attributes), StartNanos: s.StartTimeUnixNano, EndNanos: s.EndTimeUnixNano}
 	if len(s.ParentSpanId) > 0 {
 		g.Parent = hex.EncodeToString(s.ParentSpanId)
+	}
+	for _, l := range s.Links {
+		g.Links = append(g.Links, hex.EncodeToString(l.TraceId)+"/"+hex.EncodeToString(l.SpanId))
 	}
 	if st := s.GetStatus(); st != nil {
 		g.StatusError = st.Code == tracepb.Status_STATUS_CODE_ERROR

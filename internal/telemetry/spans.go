@@ -117,6 +117,9 @@ func usageAttrs(u *usage.Usage) []attribute.KeyValue {
 type ThreadInfo struct {
 	Thread, Workflow, Status, Error string
 	Start, End                      time.Time
+	// Parent is a child thread's parent: its key and ref. A child is a
+	// trace of its own, linked to its parent's root span.
+	ParentKey, ParentRef string
 }
 
 // ThreadEnded exports the root span of an ended thread keyed key, with
@@ -128,9 +131,16 @@ func ThreadEnded(key string, info ThreadInfo) {
 	}
 	tid, sid := ThreadIDs(key)
 	ctx := context.WithValue(context.Background(), forcedKey{}, &forced{trace: tid, span: sid})
-	_, span := tr.Start(ctx, "thread "+info.Workflow, trace.WithNewRoot(), trace.WithTimestamp(info.Start),
+	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithTimestamp(info.Start),
 		trace.WithAttributes(attribute.String("nerve.thread", info.Thread), attribute.String("nerve.workflow", info.Workflow),
-			attribute.String("nerve.status", info.Status)))
+			attribute.String("nerve.status", info.Status))}
+	if info.ParentKey != "" {
+		ptid, psid := ThreadIDs(info.ParentKey)
+		opts = append(opts, trace.WithAttributes(attribute.String("nerve.parent", info.ParentRef)),
+			trace.WithLinks(trace.Link{SpanContext: trace.NewSpanContext(trace.SpanContextConfig{
+				TraceID: ptid, SpanID: psid, TraceFlags: trace.FlagsSampled})}))
+	}
+	_, span := tr.Start(ctx, "thread "+info.Workflow, opts...)
 	if info.Error != "" {
 		span.SetStatus(codes.Error, info.Error)
 	}
