@@ -127,13 +127,13 @@ func TestE2EUsageAndBudgetLocal(t *testing.T) {
 	}
 }
 
-func TestE2EUsageAndBudgetRemote(t *testing.T) {
-	requireCLI(t, "gemini")
-	m := fakemodel.Start(t, "agent")
-	k := startKhala(t)
-	tok := k.enrollToken(t, 1)
+// geminiRemoteEnv is a home whose daemon (not started) serves turns of
+// Khala k as agent name with gemini, the nerve.yaml entry adapter, and
+// prices gemini-test.
+func geminiRemoteEnv(t *testing.T, k *khalaServer, name string, capacity int, adapter func(*env) string) *env {
+	t.Helper()
 	e := newEnv(t)
-	e.write("nerve.yaml", fmt.Sprintf(`agent: {name: spender, max_concurrent_turns: 1}
+	e.write("nerve.yaml", fmt.Sprintf(`agent: {name: %s, max_concurrent_turns: %d}
 remotes:
   origin: {url: "%s"}
 adapters:
@@ -144,8 +144,15 @@ reflexes:
 pricing:
   gemini-test: {input: 1, output: 2}
 daemon: {shutdown_grace: 1s}
-`, k.url, geminiYAML(t, e, m)))
-	e.must(0, "init", "--remote", "origin="+k.url, "--enroll-token", tok)
+`, name, capacity, k.url, adapter(e)))
+	e.must(0, "init", "--remote", "origin="+k.url, "--enroll-token", k.enrollToken(t, 1))
+	return e
+}
+
+func TestE2EUsageAndBudgetRemote(t *testing.T) {
+	requireCLI(t, "gemini")
+	m := fakemodel.Start(t, "agent")
+	e := geminiRemoteEnv(t, startKhala(t), "spender", 1, func(e *env) string { return geminiYAML(t, e, m) })
 	wf := e.write("spend.yaml", strings.Replace(spendWorkflow, "BINDING", "cloud", 1))
 	e.must(0, "workflow", "push", wf, "origin")
 	e.must(0, "daemon", "start")

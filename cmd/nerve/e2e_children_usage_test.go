@@ -111,22 +111,7 @@ func TestE2EAgentStartedChildSpendLocal(t *testing.T) {
 func TestE2EAgentStartedChildSpendRemote(t *testing.T) {
 	requireCLI(t, "gemini")
 	m := fakemodel.Start(t, "agent")
-	k := startKhala(t)
-	tok := k.enrollToken(t, 1)
-	e := newEnv(t)
-	e.write("nerve.yaml", fmt.Sprintf(`agent: {name: lead, max_concurrent_turns: 2}
-remotes:
-  origin: {url: "%s"}
-adapters:
-%ssenses:
-  - {name: queue, kind: khala, remote: origin}
-reflexes:
-  - {on: queue, do: turn, adapter: gemini}
-pricing:
-  gemini-test: {input: 1, output: 2}
-daemon: {shutdown_grace: 1s}
-`, k.url, delegatingGemini(t, e, m, "origin/spender")))
-	e.must(0, "init", "--remote", "origin="+k.url, "--enroll-token", tok)
+	e := geminiRemoteEnv(t, startKhala(t), "lead", 2, func(e *env) string { return delegatingGemini(t, e, m, "origin/spender") })
 	e.must(0, "workflow", "push", e.write("boss.yaml", strings.Replace(delegateBudget, "BINDING", "cloud", 1)), "origin")
 	e.must(0, "workflow", "push", e.write("spender.yaml", strings.Replace(spenderWorkflow, "BINDING", "cloud", 1)), "origin")
 	e.must(0, "daemon", "start")
