@@ -27,28 +27,32 @@ var bucketChildSpend = []byte("child_spend")
 func (s *Store) ChildSpend(thread string) (usage.Totals, error) {
 	var tot usage.Totals
 	err := s.db.View(func(tx *bolt.Tx) error {
-		raw := tx.Bucket(bucketChildSpend).Get([]byte(thread))
-		if raw == nil {
-			return nil
-		}
-		return tot.UnmarshalBinary(raw)
+		var err error
+		tot, _, err = pendingSpend(tx, thread)
+		return err
 	})
 	return tot, err
+}
+
+// pendingSpend is what thread's ended children left for it, and whether
+// they left anything.
+func pendingSpend(tx *bolt.Tx, thread string) (usage.Totals, bool, error) {
+	var tot usage.Totals
+	raw := tx.Bucket(bucketChildSpend).Get([]byte(thread))
+	if raw == nil {
+		return tot, false, nil
+	}
+	return tot, true, tot.UnmarshalBinary(raw)
 }
 
 // takeChildSpend removes what t's children left for it and returns it,
 // for the commit writing t to count.
 func takeChildSpend(tx *bolt.Tx, t *workflow.Thread) (usage.Totals, bool, error) {
-	var tot usage.Totals
-	b := tx.Bucket(bucketChildSpend)
-	raw := b.Get([]byte(t.ID))
-	if raw == nil {
-		return tot, false, nil
-	}
-	if err := tot.UnmarshalBinary(raw); err != nil {
+	tot, ok, err := pendingSpend(tx, t.ID)
+	if !ok || err != nil {
 		return tot, false, err
 	}
-	return tot, true, b.Delete([]byte(t.ID))
+	return tot, true, tx.Bucket(bucketChildSpend).Delete([]byte(t.ID))
 }
 
 // spendUp passes the totals of agent-started child t up to its parent in
@@ -85,16 +89,13 @@ func addChildSpend(tx *bolt.Tx, thread string, tot usage.Totals) error {
 			return err
 		}
 		if !p.Ended() {
-			b := tx.Bucket(bucketChildSpend)
-			var left usage.Totals
-			if raw := b.Get([]byte(thread)); raw != nil {
-				if err := left.UnmarshalBinary(raw); err != nil {
-					return err
-				}
+			left, _, err := pendingSpend(tx, thread)
+			if err != nil {
+				return err
 			}
 			left.Merge(tot)
 			enc, _ := left.AppendBinary(nil)
-			return b.Put([]byte(thread), enc)
+			return tx.Bucket(bucketChildSpend).Put([]byte(thread), enc)
 		}
 		p.Usage.Merge(tot)
 		enc, err := json.Marshal(&p)
