@@ -212,10 +212,6 @@ func childEnded(ctx context.Context, defs *defCache, v *khaladb.ThreadView, chil
 	if i >= 0 {
 		links[i].Status = child.Status
 	}
-	def, err := defs.get(ctx, th.SourceHash)
-	if err != nil {
-		return nil, err
-	}
 	t := v.Turn(khaladb.TurnID(th.ID, child.Parent.Step))
 	if t == nil || t.State != khaladb.TurnChild || t.Child != child.ID || th.Ended() {
 		if i < 0 || th.Children[i].Status == child.Status {
@@ -230,11 +226,19 @@ func childEnded(ctx context.Context, defs *defCache, v *khaladb.ThreadView, chil
 		if th.Children[i].Status == workflow.StatusRunning && child.Usage.Messages > 0 {
 			c.Thread.Usage.Merge(child.Usage)
 			if !th.Ended() {
+				def, err := defs.get(ctx, th.SourceHash)
+				if err != nil {
+					return nil, err
+				}
 				c.Thread.Pending = slices.Clone(th.Pending)
 				stopOverBudget(def, v, c, "", now)
 			}
 		}
 		return c, nil
+	}
+	def, err := defs.get(ctx, th.SourceHash)
+	if err != nil {
+		return nil, err
 	}
 	ref := child.Workflow + "#" + child.ID
 	m := workflow.Message{Child: ref, Content: resultText(child.Result)}
