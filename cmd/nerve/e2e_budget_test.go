@@ -23,15 +23,27 @@ roles:
 
 var budgetTokens = regexp.MustCompile(`^budget: ([0-9,]+) tokens of 500$`)
 
-// geminiYAML is a nerve.yaml adapter entry running gemini against m.
-func geminiYAML(t *testing.T, e *env, m *fakemodel.Server) string {
+// geminiYAML is a nerve.yaml adapter entry running gemini against m;
+// binary, when set, is the command run in gemini's place.
+func geminiYAML(t *testing.T, e *env, m *fakemodel.Server, binary string) string {
 	t.Helper()
 	model, cliEnv, err := fakemodel.Setup("gemini", mkdir(t, e.home, "cli"), m.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ad, _ := json.Marshal(map[string]any{"env": cliEnv, "timeout": "120s", "model": model})
-	return "  gemini: " + string(ad) + "\n"
+	ad := map[string]any{"env": cliEnv, "timeout": "120s", "model": model}
+	if binary != "" {
+		ad["binary"] = binary
+	}
+	raw, _ := json.Marshal(ad)
+	return "  gemini: " + string(raw) + "\n"
+}
+
+// runUsage is the totals `workflow run --json` prints.
+type runUsage struct {
+	Messages     int64 `json:"messages"`
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
 }
 
 type usageReport struct {
@@ -69,11 +81,7 @@ func checkBudgetRun(t *testing.T, e *env, r result, usageArgs ...string) string 
 	}
 	spent, _ := strconv.ParseInt(strings.ReplaceAll(m[1], ",", ""), 10, 64)
 	var run struct {
-		Usage struct {
-			Messages     int64 `json:"messages"`
-			InputTokens  int64 `json:"input_tokens"`
-			OutputTokens int64 `json:"output_tokens"`
-		} `json:"usage"`
+		Usage runUsage `json:"usage"`
 	}
 	json.Unmarshal([]byte(r.stdout), &run)
 	if run.Usage.InputTokens+run.Usage.OutputTokens != spent || run.Usage.Messages < 2 {
@@ -109,7 +117,7 @@ func TestE2EUsageAndBudgetLocal(t *testing.T) {
 	requireCLI(t, "gemini")
 	m := fakemodel.Start(t, "agent")
 	e := newEnv(t)
-	e.write("nerve.yaml", "adapters:\n"+geminiYAML(t, e, m)+"pricing:\n  gemini-test: {input: 1, output: 2}\n")
+	e.write("nerve.yaml", "adapters:\n"+geminiYAML(t, e, m, "")+"pricing:\n  gemini-test: {input: 1, output: 2}\n")
 	e.write("workflows/spend.yaml", strings.Replace(spendWorkflow, "BINDING", "local", 1))
 	r := e.run("workflow", "run", "spend", "--json")
 	checkBudgetRun(t, e, r)
@@ -152,7 +160,7 @@ daemon: {shutdown_grace: 1s}
 func TestE2EUsageAndBudgetRemote(t *testing.T) {
 	requireCLI(t, "gemini")
 	m := fakemodel.Start(t, "agent")
-	e := geminiRemoteEnv(t, startKhala(t), "spender", 1, func(e *env) string { return geminiYAML(t, e, m) })
+	e := geminiRemoteEnv(t, startKhala(t), "spender", 1, func(e *env) string { return geminiYAML(t, e, m, "") })
 	wf := e.write("spend.yaml", strings.Replace(spendWorkflow, "BINDING", "cloud", 1))
 	e.must(0, "workflow", "push", wf, "origin")
 	e.must(0, "daemon", "start")

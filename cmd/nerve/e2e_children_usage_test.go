@@ -47,12 +47,7 @@ fi
 exec %s "$@"
 `, child, gemini))
 	os.Chmod(wrapper, 0o755)
-	model, cliEnv, err := fakemodel.Setup("gemini", mkdir(t, e.home, "cli"), m.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ad, _ := json.Marshal(map[string]any{"binary": wrapper, "env": cliEnv, "timeout": "120s", "model": model})
-	return "  gemini: " + string(ad) + "\n"
+	return geminiYAML(t, e, m, wrapper)
 }
 
 // checkDelegatedSpend: the parent failed on its budget after its first
@@ -62,11 +57,7 @@ func checkDelegatedSpend(t *testing.T, e *env, r result) {
 	t.Helper()
 	out := decodeRun(t, r)
 	var run struct {
-		Usage struct {
-			Messages     int64 `json:"messages"`
-			InputTokens  int64 `json:"input_tokens"`
-			OutputTokens int64 `json:"output_tokens"`
-		} `json:"usage"`
+		Usage runUsage `json:"usage"`
 	}
 	json.Unmarshal([]byte(r.stdout), &run)
 	total := run.Usage.InputTokens + run.Usage.OutputTokens
@@ -76,11 +67,7 @@ func checkDelegatedSpend(t *testing.T, e *env, r result) {
 	b, _ := os.ReadFile(filepath.Join(e.home, "child-1.json"))
 	var child struct {
 		runJSON
-		Usage struct {
-			Messages     int64 `json:"messages"`
-			InputTokens  int64 `json:"input_tokens"`
-			OutputTokens int64 `json:"output_tokens"`
-		} `json:"usage"`
+		Usage runUsage `json:"usage"`
 	}
 	if err := json.Unmarshal(b, &child); err != nil || child.Status != "completed" || child.Usage.Messages != 1 {
 		errs, _ := os.ReadFile(filepath.Join(e.home, "child-1.err"))
