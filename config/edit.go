@@ -7,7 +7,7 @@ import (
 	"io/fs"
 	"os"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/nerve-agents/nerve/internal/atomicfile"
 	"github.com/nerve-agents/nerve/internal/yamlfile"

@@ -15,7 +15,7 @@ import (
 
 	"github.com/nerve-agents/nerve/khala/khaladb"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/nerve-agents/nerve/internal/yamlfile"
 	"github.com/nerve-agents/nerve/khala/api"

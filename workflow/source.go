@@ -3,7 +3,7 @@ package workflow
 import (
 	"fmt"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // inlineModerator returns the definition's YAML with its moderator field
