@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -34,10 +35,20 @@ const (
 // message (a person or the moderator) sees that it was cut.
 const truncationNote = "\n[nerve: output truncated at 1 MiB]"
 
+// lineReaders are readLines' 64 KiB buffers, reused: two fresh ones a
+// turn (stdout and stderr) were most of what a turn allocated, and so of
+// the daemon's garbage collection.
+var lineReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
+
 // readLines calls fn for each line of r (without its line ending), cutting
 // lines longer than max. It returns when r reports EOF or an error.
 func readLines(r io.Reader, max int, fn func(line []byte, cut bool)) {
-	br := bufio.NewReaderSize(r, 64<<10)
+	br := lineReaders.Get().(*bufio.Reader)
+	br.Reset(r)
+	defer func() {
+		br.Reset(nil) // holds no reader (nor its pipe) while pooled
+		lineReaders.Put(br)
+	}()
 	var buf []byte
 	cut := false
 	for {
@@ -109,8 +120,9 @@ func validUTF8Prefix(s string) string {
 
 // tail keeps the last n non-blank lines, each cut to width bytes, for
 // error messages (stderr) and for explaining a missing final event
-// (stdout). It reuses its buffers: a CLI printing millions of lines costs
-// copies, not allocations.
+// (stdout). A line's buffer is made when the ring first reaches it and
+// reused after: a CLI printing millions of lines costs copies, not
+// allocations, and one printing nothing (most turns' stderr) costs none.
 type tail struct {
 	ring  [][]byte
 	next  int
@@ -119,11 +131,7 @@ type tail struct {
 }
 
 func newTail(n, width int) *tail {
-	r := make([][]byte, n)
-	for i := range r {
-		r[i] = make([]byte, 0, width)
-	}
-	return &tail{ring: r, width: width}
+	return &tail{ring: make([][]byte, n), width: width}
 }
 
 func (t *tail) add(line []byte) {
@@ -133,7 +141,11 @@ func (t *tail) add(line []byte) {
 	if len(line) > t.width {
 		line = line[:t.width]
 	}
-	t.ring[t.next] = append(t.ring[t.next][:0], line...)
+	buf := t.ring[t.next]
+	if buf == nil {
+		buf = make([]byte, 0, t.width)
+	}
+	t.ring[t.next] = append(buf[:0], line...)
 	t.next = (t.next + 1) % len(t.ring)
 	if t.count < len(t.ring) {
 		t.count++

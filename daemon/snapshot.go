@@ -20,6 +20,7 @@ type snapshots struct {
 
 	mu      sync.Mutex
 	written map[string]int // thread -> messages in its file
+	buf     *bufio.Writer  // reused by every Update (under mu)
 }
 
 func newSnapshots(dir string) *snapshots {
@@ -51,7 +52,12 @@ func (s *snapshots) Update(thread string, msgs []workflow.Message) (string, erro
 	if err != nil {
 		return "", err
 	}
-	w := bufio.NewWriter(f)
+	if s.buf == nil {
+		s.buf = bufio.NewWriter(nil)
+	}
+	w := s.buf
+	w.Reset(f)
+	defer w.Reset(nil) // holds no file between turns
 	enc := json.NewEncoder(w)
 	for _, m := range msgs[n:] {
 		if err := enc.Encode(m); err != nil {

@@ -94,6 +94,7 @@ func (e *Engine) Run(ctx context.Context, d *Definition, t *Thread) error {
 	if err != nil {
 		return err
 	}
+	sortByStep(msgs) // kept so: answeredSteps reads only its end
 	t.RecountUsage(msgs)
 	if allAnswered(t.Pending, msgs) {
 		// A round whose last answer is stored but not routed (routing was
@@ -216,10 +217,7 @@ func (e *Engine) stopped(ctx context.Context, t *Thread, err error) error {
 // arrive is committed as it comes, so a crash never repeats finished work;
 // the last is returned to be committed with the next decision.
 func (e *Engine) runPending(ctx context.Context, d *Definition, t *Thread, msgs []Message) ([]Message, Message, error) {
-	done := map[int]bool{}
-	for _, m := range msgs {
-		done[m.Step] = true
-	}
+	done := answeredSteps(t.Pending, msgs)
 	var todo []Turn
 	for _, turn := range t.Pending {
 		if !done[turn.Step] {
@@ -343,16 +341,31 @@ func (e *Engine) now() time.Time {
 // allAnswered reports whether every pending turn has a stored message (true
 // when none are pending): then the moderator is asked next.
 func allAnswered(pending []Turn, msgs []Message) bool {
-	done := map[int]bool{}
-	for _, m := range msgs {
-		done[m.Step] = true
-	}
+	done := answeredSteps(pending, msgs)
 	for _, turn := range pending {
 		if !done[turn.Step] {
 			return false
 		}
 	}
 	return true
+}
+
+// answeredSteps is the set of steps of msgs (sorted by step) at or after
+// the earliest pending turn's: the answers a pending turn may have. Only
+// the end of msgs is read, so a turn costs the same at step 10 and 10,000.
+func answeredSteps(pending []Turn, msgs []Message) map[int]bool {
+	done := make(map[int]bool, len(pending))
+	if len(pending) == 0 {
+		return done
+	}
+	low := pending[0].Step
+	for _, t := range pending[1:] {
+		low = min(low, t.Step)
+	}
+	for i := len(msgs) - 1; i >= 0 && msgs[i].Step >= low; i-- {
+		done[msgs[i].Step] = true
+	}
+	return done
 }
 
 func sortByStep(msgs []Message) {
