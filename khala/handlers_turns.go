@@ -119,9 +119,10 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, a khaladb.A
 
 // claimWorkspaces returns the workspace of each claimed turn's thread
 // that has one. A handed-over turn's came with the change that queued it;
-// a thread known to have none (handoffs.isBare) costs nothing; any other
-// turn taken from the queue costs one read of its thread (one per thread,
-// however many of its turns were claimed), for the head it starts from.
+// a turn whose claim read its thread (Turn.Head) brought its own; a thread
+// known to have none (handoffs.isBare) costs nothing; any other turn taken
+// from the queue costs one read of its thread (one per thread, however
+// many of its turns were claimed), for the head it starts from.
 func (s *Server) claimWorkspaces(ctx context.Context, turns []khaladb.Turn, handed map[string]threadWS) (map[string]threadWS, error) {
 	var out map[string]threadWS
 	seen := map[string]bool{}
@@ -131,6 +132,9 @@ func (s *Server) claimWorkspaces(ctx context.Context, turns []khaladb.Turn, hand
 		}
 		seen[t.Thread] = true
 		ws, ok := handed[t.Thread]
+		if !ok && t.Head != nil {
+			ws, ok = threadWS{ws: t.Head.Workspace, round: t.Head.Round}, true
+		}
 		if !ok && !s.handoffs.isBare(t.Thread) {
 			v, err := s.store.Thread(ctx, t.Thread)
 			if err != nil {

@@ -124,6 +124,17 @@ type Turn struct {
 	// Rev grows with every write of the turn (claims and heartbeats
 	// included), so UpdateThread can tell a turn moved under it.
 	Rev uint64 `json:"rev"`
+	// Head is its thread's workspace as the claim that returned the turn
+	// read it, from a store whose claims read the thread anyway
+	// (PostgreSQL's); nil when the claim did not. Never stored.
+	Head *ThreadHead `json:"-"`
+}
+
+// ThreadHead is what a claimed turn's agent needs of its thread: the
+// workspace (nil: none) and the parallel round in progress, if any.
+type ThreadHead struct {
+	Workspace *workflow.Workspace
+	Round     *Round
 }
 
 // Open reports whether the turn still waits for an answer.

@@ -47,6 +47,11 @@ func Workspace(t *testing.T, open Opener) {
 	if len(turns) != 2 {
 		t.Fatalf("claimed %d turns, want 2", len(turns))
 	}
+	for _, tk := range turns {
+		if h := tk.Head; h != nil && (h.Workspace == nil || *h.Workspace != *ws || h.Round != nil) {
+			t.Fatalf("turn %s claimed with head %+v, want workspace %+v and no round", tk.ID, h, ws)
+		}
+	}
 	// Step 1 answers with a commit: the head moves in the same change.
 	// Step 2 answers without one: its message is stored as before.
 	answer := func(tk khaladb.Turn, commit string, ch *workflow.Changes) {

@@ -53,3 +53,19 @@ func TestPostgresStaleChangeTakesNoTurnLock(t *testing.T) {
 		t.Fatalf("a change at the current version while its turn is locked: %v; want a timeout", err)
 	}
 }
+
+// A claim reads its turns' thread (for the answer's fast path), so it
+// returns the thread's workspace with each turn: the server reads the
+// thread no more. The workspace itself is checked by the contract's
+// Workspace test; here, that a bare thread's turn says it has none.
+func TestPostgresClaimReturnsThreadHead(t *testing.T) {
+	pg := openPG(t, pgtest.Database(t))
+	khaladbtest.StartThread(t, pg, "solo", khaladbtest.Epoch, khaladbtest.TurnSpec{Role: "a"})
+	turns := khaladbtest.ClaimAll(t, pg, "agent", khaladbtest.Epoch)
+	if len(turns) != 1 {
+		t.Fatalf("claimed %d turns, want 1", len(turns))
+	}
+	if h := turns[0].Head; h == nil || h.Workspace != nil || h.Round != nil {
+		t.Fatalf("head %+v, want one without a workspace", h)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	"github.com/nerve-agents/nerve/khala/khaladb"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/nerve-agents/nerve/workflow"
 )
 
 // Lock order, so that no two transactions wait for each other in a cycle:
@@ -145,6 +148,9 @@ func (p *Store) Claim(ctx context.Context, q khaladb.ClaimQuery) ([]khaladb.Turn
 			cv   claimView
 		)
 		t, err := scanTurn(rowWithExtra{r, []any{&left, &cv.version, &cv.pending, &cv.record, &cv.steps, &cv.last}})
+		if err == nil && cv.record != nil {
+			t.Head, err = threadHead(cv.record)
+		}
 		siblings = siblings || left > 0
 		cv.turns = []khaladb.Turn{t}
 		views = append(views, cv)
@@ -167,6 +173,19 @@ func (p *Store) Claim(ctx context.Context, q khaladb.ClaimQuery) ([]khaladb.Turn
 	}
 	p.publish(topics...)
 	return out, p.fail("", nil)
+}
+
+// threadHead reads a claimed turn's thread head from the thread's record,
+// which the claim read: the server need not read the thread again.
+func threadHead(record []byte) (*khaladb.ThreadHead, error) {
+	var th struct {
+		Workspace *workflow.Workspace `json:"workspace"`
+		Round     *khaladb.Round      `json:"round"`
+	}
+	if err := json.Unmarshal(record, &th); err != nil {
+		return nil, fmt.Errorf("thread record: %w", err)
+	}
+	return &khaladb.ThreadHead{Workspace: th.Workspace, Round: th.Round}, nil
 }
 
 // rowWithExtra scans a turn followed by more columns.
