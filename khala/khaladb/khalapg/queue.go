@@ -50,8 +50,7 @@ var claimSQL = `WITH ` + pickedCTE("$1", "$2", "$3") + `, numbered AS (
 	FROM claimed c JOIN seqs s ON s.thread = c.thread
 )
 SELECT ` + turnCols + `,
-	(SELECT count(*) FROM khala_turns q WHERE q.thread = c.thread AND q.state = 'queued'
-		AND q.step = ANY (th.th_pending)) - (SELECT k FROM counts WHERE counts.thread = c.thread),
+	` + queuedSiblings + ` - (SELECT k FROM counts WHERE counts.thread = c.thread),
 	` + claimViewCols + `
 ORDER BY priority DESC, first_queued, thread, step`
 
@@ -73,9 +72,17 @@ var claimOneSQL = `WITH ` + pickedCTE("1", "$1", "$2") + `, claimed AS (
 	FROM claimed c, seqs s
 )
 SELECT ` + turnCols + `,
-	(SELECT count(*) FROM khala_turns q WHERE q.thread = c.thread AND q.state = 'queued'
-		AND q.step = ANY (th.th_pending)) - 1,
+	` + queuedSiblings + ` - 1,
 	` + claimViewCols
+
+// queuedSiblings counts a claimed turn's thread's open turns still queued
+// in the claim's snapshot (its own included), found by the thread's key.
+// The state is a filter, not a condition: a condition would match the
+// queue index's predicate, and a plan made while the table's statistics
+// are new (a fresh Khala's, kept for the connection's life) then walks
+// that whole index for one thread, every claim.
+const queuedSiblings = `(SELECT count(*) FILTER (WHERE q.state = 'queued') FROM khala_turns q
+		WHERE q.thread = c.thread AND q.step = ANY (th.th_pending))`
 
 // warmClaims plans the claims once (EXPLAIN: nothing runs, nothing is
 // locked) on a new pool connection. A fresh backend's first statement over

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/nerve-agents/nerve/khala/khaladb/khaladbtest"
 	"github.com/nerve-agents/nerve/khala/pgtest"
 )
 
@@ -68,6 +69,45 @@ func TestDuePlansUseIndexes(t *testing.T) {
 		}
 		if text := strings.Join(plan, "\n"); strings.Contains(text, "Seq Scan") {
 			t.Errorf("%s scans the table:\n%s", name, text)
+		}
+	}
+}
+
+// A claim counts the claimed turn's queued siblings by the thread's key,
+// not by walking the whole queue index (whose key leads with priority and
+// age: a claim would then read every queued turn's entry, thousands in a
+// deep queue), under the plans the store's own connections make.
+func TestClaimPlansCountSiblingsByKey(t *testing.T) {
+	dsn := pgtest.Database(t)
+	p := openPG(t, dsn)
+	for range 300 {
+		khaladbtest.StartThread(t, p, "deep", khaladbtest.Epoch, khaladbtest.TurnSpec{Role: "a"})
+	}
+	conn, err := p.pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	none := []string{}
+	for name, run := range map[string]func() (pgx.Rows, error){
+		"claimOneSQL": func() (pgx.Rows, error) {
+			return conn.Query(t.Context(), "EXPLAIN "+claimOneSQL, none, none, "c", "a", int64(0))
+		},
+		"claimSQL": func() (pgx.Rows, error) {
+			return conn.Query(t.Context(), "EXPLAIN "+claimSQL, 2, none, none, []string{"c1", "c2"}, "a", int64(0))
+		},
+	} {
+		rows, err := run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Join(plan, "\n")
+		if n := strings.Count(text, "using khala_turns_queue"); n != 1 || !strings.Contains(text, "using khala_turns_pkey on khala_turns q") {
+			t.Errorf("%s walks the queue index %d times (once: to pick), or finds siblings by another index than the key:\n%s", name, n, text)
 		}
 	}
 }
