@@ -352,7 +352,7 @@ func allAnswered(pending []Turn, msgs []Message) bool {
 
 // answeredSteps is the set of steps of msgs (sorted by step) at or after
 // the earliest pending turn's: the answers a pending turn may have. Only
-// the end of msgs is read, so a turn costs the same at step 10 and 10,000.
+// the end of msgs is read; the set holds a round's answers, not every step.
 func answeredSteps(pending []Turn, msgs []Message) map[int]bool {
 	done := make(map[int]bool, len(pending))
 	if len(pending) == 0 {
