@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"os"
 	"sync"
 
@@ -19,13 +20,36 @@ func (r *runner) localTraceKey(thread string) string {
 	return telemetry.ThreadKey(hostname()+":"+r.d.paths.Home, thread)
 }
 
-// startLocalSpan starts a local turn's span under its thread's.
+// startLocalSpan starts a local agent turn's span under its thread's.
 func (r *runner) startLocalSpan(ctx context.Context, t *workflow.Thread, turn workflow.Turn, agent, adapterName string) (context.Context, *telemetry.Turn) {
 	if !telemetry.Enabled() {
 		return ctx, nil
 	}
 	return telemetry.StartTurn(ctx, r.localTraceKey(t.ID), true, telemetry.TurnInfo{
 		Thread: t.ID, Workflow: t.Workflow, Role: turn.Role, Agent: agent, Adapter: adapterName, Step: turn.Step})
+}
+
+// spanned runs a local turn no adapter runs (kind: a person's or a child
+// workflow's) under a span of its own, as an agent's turn has: a thread's
+// trace shows every step, whoever answers it.
+func (r *runner) spanned(ctx context.Context, t *workflow.Thread, turn workflow.Turn, kind string, run func(context.Context) workflow.Message) workflow.Message {
+	if !telemetry.Enabled() {
+		return run(ctx)
+	}
+	ctx, span := telemetry.StartTurn(ctx, r.localTraceKey(t.ID), true, telemetry.TurnInfo{
+		Thread: t.ID, Workflow: t.Workflow, Role: turn.Role, Step: turn.Step, Kind: kind, Child: turn.Workflow})
+	m := run(ctx)
+	if ctx.Err() != nil { // not stored: on resume the turn waits again
+		why := "stopped"
+		if errors.Is(context.Cause(ctx), workflow.ErrCancelled) {
+			why = "cancelled"
+		}
+		span.Interrupted(why)
+		return m
+	}
+	span.AnsweredBy(m.Agent, m.Child)
+	endSpan(span, m)
+	return m
 }
 
 // startRemoteSpan starts a remote turn's span in its thread's trace,

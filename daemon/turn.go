@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nerve-agents/nerve/internal/telemetry"
 	"github.com/nerve-agents/nerve/reflex"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -38,9 +39,13 @@ func (r *runner) runTurn(ctx context.Context, t *workflow.Thread, d *workflow.De
 	}
 	switch {
 	case turn.IsChild():
-		return r.runChild(ctx, t, turn)
+		return r.spanned(ctx, t, turn, telemetry.KindChild, func(ctx context.Context) workflow.Message {
+			return r.runChild(ctx, t, turn)
+		})
 	case d.IsHuman(turn.Role):
-		return r.waitHuman(ctx, t, d, turn)
+		return r.spanned(ctx, t, turn, telemetry.KindHuman, func(ctx context.Context) workflow.Message {
+			return r.waitHuman(ctx, t, d, turn)
+		})
 	}
 	role := d.Roles[turn.Role]
 	agent := r.d.config().Agent.Name // the name the turn started under

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -90,12 +91,23 @@ roles:
 	if out := decodeRun(t, e.must(0, "workflow", "run", nest, "--json")); out.Thread != "nest#thread-2" || out.Status != "completed" {
 		t.Fatalf("run nest: %+v", out)
 	}
+	// A person's turn is a span too, naming who answered.
+	asks := e.write("asks.yaml", "workflow: asks\nmoderator: 'last = null ? {\"role\": \"approver\"} : {\"done\": true}'\n"+
+		"roles: {approver: {human: true, prompt: approve}}\n")
+	e.must(0, "workflow", "run", asks, "--detach")
+	waitInbox(t, e, 1)
+	var res answerJSON
+	if err := json.Unmarshal([]byte(e.must(0, "thread", "answer", "asks#thread-4", "fine", "--json").stdout), &res); err != nil || res.By == "" {
+		t.Fatalf("answer --json: %v %+v", err, res)
+	}
+	e.must(0, "workflow", "logs", "asks#thread-4", "-f")
 	if spans, _ := rc.snapshot(); len(spans) != 0 {
 		t.Fatalf("spans before shutdown despite a minute's batch delay: %+v", spans)
 	}
 	e.must(0, "daemon", "stop", "--timeout", "20s") // SIGTERM: the daemon flushes its spans
 	spans := waitSpans(t, rc, "the thread's spans", func(s []gotSpan) bool {
-		return len(findSpans(s, "nerve-daemon", "thread traced")) > 0 && len(findSpans(s, "nerve-daemon", "thread leaf")) > 0
+		return len(findSpans(s, "nerve-daemon", "thread traced")) > 0 && len(findSpans(s, "nerve-daemon", "thread leaf")) > 0 &&
+			len(findSpans(s, "nerve-daemon", "thread asks")) > 0
 	})
 
 	host, _ := os.Hostname()
@@ -108,7 +120,23 @@ roles:
 		t.Errorf("the child's root span %+v, want a trace of its own linked to its parent's root %+v", leaf, nestSpan)
 	}
 	wantAttrs(t, leaf, map[string]any{"nerve.parent": "nest#thread-2", "nerve.thread": "thread-3"})
-	spans = slices.DeleteFunc(spans, func(s gotSpan) bool { return s.Name == "thread nest" || s.Name == "thread leaf" })
+	// The step that waited for the child is a span of nest's trace.
+	childTurn := one(t, spans, "nerve-daemon", "child leaf")
+	if childTurn.Trace != nestTrace || childTurn.Parent != nestRoot || childTurn.StatusError {
+		t.Errorf("the child turn's span %+v, want one under nest's root %s", childTurn, nestRoot)
+	}
+	wantAttrs(t, childTurn, map[string]any{"nerve.turn_kind": "child", "nerve.step": int64(1), "nerve.thread": "thread-2",
+		"nerve.child_workflow": "leaf", "nerve.child": "leaf#thread-3", "nerve.outcome": "answered"})
+	asksTrace, asksRoot := threadTrace(telemetry.ThreadKey(host+":"+e.home, "thread-4"))
+	approver := one(t, spans, "nerve-daemon", "turn approver")
+	if approver.Trace != asksTrace || approver.Parent != asksRoot {
+		t.Errorf("the person's turn's span %+v, want one under asks' root %s", approver, asksRoot)
+	}
+	wantAttrs(t, approver, map[string]any{"nerve.turn_kind": "human", "nerve.role": "approver", "nerve.step": int64(1),
+		"nerve.agent": res.By, "nerve.outcome": "answered"})
+	spans = slices.DeleteFunc(spans, func(s gotSpan) bool {
+		return s.Name == "thread nest" || s.Name == "thread leaf" || s.Name == "child leaf" || s.Name == "thread asks" || s.Name == "turn approver"
+	})
 	thread := one(t, spans, "nerve-daemon", "thread traced")
 	author := one(t, spans, "nerve-daemon", "turn author")
 	reviewer := one(t, spans, "nerve-daemon", "turn reviewer")
@@ -131,7 +159,7 @@ roles:
 			t.Errorf("span %q is not within %q", c.child.Name, c.parent.Name)
 		}
 	}
-	wantAttrs(t, author, map[string]any{"nerve.role": "author", "nerve.agent": "otel-agent", "nerve.adapter": "claude-ok",
+	wantAttrs(t, author, map[string]any{"nerve.turn_kind": "agent", "nerve.role": "author", "nerve.agent": "otel-agent", "nerve.adapter": "claude-ok",
 		"nerve.step": int64(1), "nerve.thread": "thread-1", "nerve.workflow": "traced",
 		"gen_ai.response.model": "claude-opus-5-5", "gen_ai.usage.input_tokens": int64(120),
 		"gen_ai.usage.output_tokens": int64(7), "nerve.cost_usd": 0.00062, "nerve.outcome": "answered"})

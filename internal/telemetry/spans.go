@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -17,7 +18,18 @@ type TurnInfo struct {
 	Step                                   int
 	// Remote and Turn name a remote thread's remote and Khala's turn id.
 	Remote, Turn string
+	// Kind is who answers (nerve.turn_kind): KindAgent when empty.
+	Kind string
+	// Child is the workflow a child turn runs (its span is "child NAME").
+	Child string
 }
+
+// Kinds of turn (nerve.turn_kind).
+const (
+	KindAgent = "agent" // an adapter runs it
+	KindHuman = "human" // a person answers it
+	KindChild = "child" // a child workflow's thread answers it
+)
 
 // Turn is a running turn's span; nil when telemetry is off, and then its
 // methods do nothing.
@@ -39,15 +51,25 @@ func StartTurn(ctx context.Context, key string, local bool, info TurnInfo) (cont
 	} else {
 		ctx = context.WithValue(ctx, forcedKey{}, &forced{trace: tid})
 	}
+	kind, name := cmp.Or(info.Kind, KindAgent), "turn "+info.Role
 	attrs := []attribute.KeyValue{
 		attribute.String("nerve.thread", info.Thread), attribute.String("nerve.workflow", info.Workflow),
-		attribute.String("nerve.role", info.Role), attribute.String("nerve.agent", info.Agent),
-		attribute.String("nerve.adapter", info.Adapter), attribute.Int("nerve.step", info.Step),
+		attribute.Int("nerve.step", info.Step), attribute.String("nerve.turn_kind", kind),
+	}
+	switch kind {
+	case KindAgent:
+		attrs = append(attrs, attribute.String("nerve.role", info.Role), attribute.String("nerve.agent", info.Agent),
+			attribute.String("nerve.adapter", info.Adapter))
+	case KindHuman:
+		attrs = append(attrs, attribute.String("nerve.role", info.Role)) // who answered: AnsweredBy
+	case KindChild:
+		name = "child " + info.Child
+		attrs = append(attrs, attribute.String("nerve.child_workflow", info.Child))
 	}
 	if info.Remote != "" {
 		attrs = append(attrs, attribute.String("nerve.remote", info.Remote), attribute.String("nerve.turn", info.Turn))
 	}
-	ctx, span := tr.Start(ctx, "turn "+info.Role, trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, span := tr.Start(ctx, name, trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindInternal))
 	// Spans started below this one are not roots; drop the forced ids.
 	ctx = context.WithValue(ctx, forcedKey{}, (*forced)(nil))
 	return ctx, &Turn{span: span}
@@ -74,6 +96,21 @@ func (t *Turn) End(u *usage.Usage, errKind, errMsg string) {
 		t.span.SetAttributes(attribute.String("nerve.outcome", OutcomeAnswered))
 	}
 	t.span.End()
+}
+
+// AnsweredBy names who answered a person's turn (nerve.agent), or the
+// child thread that answered a child turn (nerve.child, its ref), once
+// known.
+func (t *Turn) AnsweredBy(agent, child string) {
+	if t == nil {
+		return
+	}
+	if agent != "" {
+		t.span.SetAttributes(attribute.String("nerve.agent", agent))
+	}
+	if child != "" {
+		t.span.SetAttributes(attribute.String("nerve.child", child))
+	}
 }
 
 // Interrupted ends the span of a turn that has no answer.
