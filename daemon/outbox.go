@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nerve-agents/nerve/internal/telemetry"
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/store"
 )
@@ -88,7 +89,7 @@ func (o *outbox) flush(ctx context.Context) int {
 			cl.Retries = 0
 			clients[it.Remote] = cl
 		}
-		if _, err := cl.Respond(ctx, it.Turn, it.Response); !o.settle(it, err) {
+		if _, err := cl.Respond(telemetry.WithTraceparent(ctx, it.Traceparent), it.Turn, it.Response); !o.settle(it, err) {
 			left++
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nerve-agents/nerve/internal/telemetry"
 	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/reflex"
 	"github.com/nerve-agents/nerve/remote"
@@ -107,7 +108,8 @@ func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string
 	}
 	defer endSpan(span, workflow.Message{Usage: resp.Usage, Error: resp.Error})
 	done()
-	item, err := r.d.store.Enqueue(store.OutboxItem{Remote: remoteName, Turn: t.Turn, Thread: t.Thread, Response: resp, QueuedAt: time.Now().UTC()})
+	item, err := r.d.store.Enqueue(store.OutboxItem{Remote: remoteName, Turn: t.Turn, Thread: t.Thread, Response: resp,
+		QueuedAt: time.Now().UTC(), Traceparent: telemetry.Traceparent(ctx)})
 	if err != nil {
 		r.d.log.Error("queue response", "turn", t.Turn, "err", err)
 		return

@@ -19,6 +19,9 @@ type OutboxItem struct {
 	Thread   string       `json:"thread"`
 	Response api.Response `json:"response"`
 	QueuedAt time.Time    `json:"queued_at"`
+	// Traceparent is the turn's span (W3C), so that a delivery retried
+	// later still joins the turn's trace; "" without telemetry.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 func (s *Store) ensureRemoteBuckets() error {

@@ -18,6 +18,8 @@ import (
 // khalaServer runs `nerve khala serve` on a free loopback port.
 type khalaServer struct {
 	url, db string
+	addr    string
+	dir     string
 	cmd     *exec.Cmd
 }
 
@@ -30,26 +32,25 @@ func startKhala(t testing.TB) *khalaServer {
 	addr := l.Addr().String()
 	l.Close()
 	dir := t.TempDir()
-	s := &khalaServer{url: "http://" + addr, db: filepath.Join(dir, "khala.db")}
-	s.cmd = exec.Command(nerveBin(t), "khala", "serve", "--addr", addr, "--db", s.db)
-	s.cmd.Env = append(os.Environ(), "NERVE_HOME="+dir)
-	logf, _ := os.Create(filepath.Join(dir, "khala.log"))
+	s := &khalaServer{url: "http://" + addr, db: filepath.Join(dir, "khala.db"), addr: addr, dir: dir}
+	s.start(t)
+	t.Cleanup(s.stop)
+	return s
+}
+
+// start runs the server on s's address and database and waits until it
+// answers.
+func (s *khalaServer) start(t testing.TB) {
+	t.Helper()
+	s.cmd = exec.Command(nerveBin(t), "khala", "serve", "--addr", s.addr, "--db", s.db)
+	s.cmd.Env = append(os.Environ(), "NERVE_HOME="+s.dir)
+	logf, _ := os.OpenFile(filepath.Join(s.dir, "khala.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	if err := s.cmd.Start(); err != nil {
+	err := s.cmd.Start()
+	logf.Close() // the server has its own descriptor
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		s.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { s.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			s.cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-	})
 	waitFor(t, "khala to answer", func() bool {
 		resp, err := http.Get(s.url + "/v1/health")
 		if err == nil {
@@ -57,7 +58,23 @@ func startKhala(t testing.TB) *khalaServer {
 		}
 		return err == nil && resp.StatusCode == 200
 	})
-	return s
+}
+
+// stop ends the server as an operator would (SIGTERM), killing it after
+// ten seconds; a stopped server may be started again.
+func (s *khalaServer) stop() {
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		s.cmd.Process.Kill()
+		<-done
+	}
 }
 
 func (s *khalaServer) enrollToken(t testing.TB, uses int) string {

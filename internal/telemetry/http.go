@@ -20,6 +20,27 @@ func Inject(ctx context.Context, h http.Header) {
 	traceContext.Inject(ctx, propagation.HeaderCarrier(h)) // nothing without a span
 }
 
+// Traceparent is the W3C traceparent of ctx's span, for a request sent
+// later from another context (WithTraceparent); "" when telemetry is off
+// or ctx has no span.
+func Traceparent(ctx context.Context) string {
+	if get() == nil {
+		return ""
+	}
+	c := propagation.MapCarrier{}
+	traceContext.Inject(ctx, c)
+	return c["traceparent"]
+}
+
+// WithTraceparent returns ctx under the span a traceparent names (a remote
+// parent): a request sent with it (Inject) continues that span's trace.
+func WithTraceparent(ctx context.Context, traceparent string) context.Context {
+	if traceparent == "" || get() == nil {
+		return ctx
+	}
+	return traceContext.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent})
+}
+
 // Handler gives every request to next a server span, under the caller's
 // span when it sent a traceparent. Off, it returns next itself.
 func Handler(service string, next http.Handler) http.Handler {
