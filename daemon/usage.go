@@ -38,17 +38,40 @@ func (d *Daemon) handleUsage(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, spend.Build(rows, q.By, q.Filter()))
 }
 
-// threadUsage is one thread's messages as rollup rows.
+// threadUsage is one thread's messages as rollup rows, with its
+// children's (and theirs): what it spent, as its totals count it, and
+// where (a child's rows carry the child's workflow). A running child's
+// messages count so far.
 func (d *Daemon) threadUsage(q spend.Query) ([]spend.Row, error) {
 	t, err := d.store.Thread(q.Thread)
 	if err != nil {
 		return nil, err
 	}
+	return d.treeUsage(t, q.Filter())
+}
+
+func (d *Daemon) treeUsage(t *workflow.Thread, f spend.Filter) ([]spend.Row, error) {
 	msgs, err := d.store.Messages(t.ID)
 	if err != nil {
 		return nil, err
 	}
-	return workflow.UsageRows(t.Workflow, msgs, q.Filter()), nil
+	rows := workflow.UsageRows(t.Workflow, msgs, f)
+	children, err := d.store.Children(t.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range children {
+		ct, err := d.store.Thread(c.ID)
+		if err != nil {
+			return nil, fmt.Errorf("child %s of %s: %w", c.ID, t.ID, err)
+		}
+		sub, err := d.treeUsage(ct, f)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, sub...)
+	}
+	return rows, nil
 }
 
 // Usage asks the daemon for local spend.

@@ -83,6 +83,26 @@ func checkDelegatedSpend(t *testing.T, e *env, r result) {
 		!strings.Contains(logs, "step 1  started child spender#") {
 		t.Fatalf("the parent's log:\n%s", logs)
 	}
+	// `nerve usage` of the parent counts what its child spent too, under
+	// the child's workflow: the same total as the thread's.
+	var rep struct {
+		Groups []struct {
+			Key string `json:"key"`
+			runUsage
+		} `json:"groups"`
+		Total runUsage `json:"total"`
+	}
+	u := e.must(0, "usage", out.Thread, "--by", "workflow", "--json")
+	if err := json.Unmarshal([]byte(u.stdout), &rep); err != nil {
+		t.Fatalf("usage --json: %v\n%s", err, u)
+	}
+	byWF := map[string]int64{}
+	for _, g := range rep.Groups {
+		byWF[g.Key] = g.InputTokens + g.OutputTokens
+	}
+	if rep.Total.InputTokens+rep.Total.OutputTokens != total || byWF["spender"] != childTokens || byWF["boss"] != total-childTokens {
+		t.Fatalf("usage of %s: %s, want %d tokens, %d of them the child's", out.Thread, u.stdout, total, childTokens)
+	}
 }
 
 func TestE2EAgentStartedChildSpendLocal(t *testing.T) {

@@ -71,7 +71,11 @@ func usageRun(ctx context.Context, f *Factory, opts *usageOptions) error {
 		if ref, err = workflow.ParseRef(opts.Ref); err != nil {
 			return err
 		}
-		q.Workflow, q.Thread = ref.Workflow, ref.Thread
+		// A thread's usage includes its children's, of their own
+		// workflows: the ref's workflow filters only a workflow's usage.
+		if q.Thread = ref.Thread; q.Thread == "" {
+			q.Workflow = ref.Workflow
+		}
 	}
 	switch {
 	case opts.Remote != "" && ref.Remote != "" && ref.Remote != opts.Remote:
