@@ -62,6 +62,9 @@ func (d *Daemon) treeUsage(t *workflow.Thread, f spend.Filter) ([]spend.Row, err
 	}
 	for _, c := range children {
 		ct, err := d.store.Thread(c.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // indexed, not stored: nothing it spent was kept
+		}
 		if err != nil {
 			return nil, fmt.Errorf("child %s of %s: %w", c.ID, t.ID, err)
 		}

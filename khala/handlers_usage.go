@@ -2,6 +2,7 @@ package khala
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -44,6 +45,9 @@ func (s *Server) treeUsage(ctx context.Context, id string, f usage.Filter) ([]us
 	rows := workflow.UsageRows(v.Thread.Workflow, v.Messages, f)
 	for _, c := range v.Thread.Children {
 		sub, err := s.treeUsage(ctx, c.Thread, f)
+		if errors.Is(err, khaladb.ErrNotFound) {
+			continue // linked, not stored: nothing it spent was kept
+		}
 		if err != nil {
 			return nil, fmt.Errorf("child %s of %s: %w", c.Thread, id, err)
 		}
