@@ -98,7 +98,18 @@ func TestOnPropagatesTraceparent(t *testing.T) {
 	if got := h.Get("traceparent"); len(got) != 55 || got[:36] != want {
 		t.Fatalf("traceparent %q, want the thread's trace %s", got, want)
 	}
+	// Kept (an outbox item) and sent later from another context, it
+	// names the same parent.
+	kept := Traceparent(ctx)
+	later := http.Header{}
+	Inject(WithTraceparent(context.Background(), kept), later)
+	if kept != h.Get("traceparent") || later.Get("traceparent") != kept {
+		t.Fatalf("kept %q, sent later %q, want %q", kept, later.Get("traceparent"), h.Get("traceparent"))
+	}
 	turn.End(&usage.Usage{Model: "m", InputTokens: usage.Int(1)}, "", "")
+	if Traceparent(context.Background()) != "" || WithTraceparent(context.Background(), "") != context.Background() {
+		t.Fatal("no span: no traceparent")
+	}
 }
 
 // hooksOnce is what one local turn calls of this package.
