@@ -79,10 +79,14 @@ var schema = []string{
 
 // openDB opens the index at path. Every connection is in WAL mode with a
 // busy timeout, so a query reads while a sync writes and neither fails on
-// the other's lock.
+// the other's lock. The file is read through a memory map (up to 1 GiB):
+// a query ranks thousands of chunks, each a lookup in pages a fresh
+// process has not read, and a mapped page costs no read call or copy
+// (a tenth of a query over GOROOT). Writes still go through the file.
 func openDB(path string) (*sql.DB, error) {
 	q := url.Values{}
-	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(NORMAL)", "foreign_keys(OFF)", "cache_size(-32000)"} {
+	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(NORMAL)", "foreign_keys(OFF)",
+		"cache_size(-32000)", "mmap_size(1073741824)"} {
 		q.Add("_pragma", p)
 	}
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
