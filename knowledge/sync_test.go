@@ -199,3 +199,43 @@ func TestKnowledgeSyncReplacesCorruptIndex(t *testing.T) {
 		t.Errorf("sync over garbage: %+v", r)
 	}
 }
+
+// A sync that writes many chunks leaves the full-text index merged into
+// one segment (optimizing it again changes nothing); a small one leaves
+// merging to FTS5, and queries find the same either way.
+func TestKnowledgeSyncMergesABigIndex(t *testing.T) {
+	root := t.TempDir()
+	os.Mkdir(filepath.Join(root, ".git"), 0o755)
+	genTree(t, root, 800)
+	if res := mustSync(t, SyncOptions{Root: root}); res.ChunksWritten < optimizeAfter {
+		t.Fatalf("a big sync wrote %d chunks, want %d or more", res.ChunksWritten, optimizeAfter)
+	}
+	db, err := openDB(IndexPath(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	shape := func() string {
+		var n, size int64
+		if err := db.QueryRowContext(ctx, `SELECT count(*), sum(length(block)) FROM fts_data`).Scan(&n, &size); err != nil {
+			t.Fatal(err)
+		}
+		return strconv.FormatInt(n, 10) + " blocks, " + strconv.FormatInt(size, 10) + " bytes"
+	}
+	before := shape()
+	hits, err := Query(ctx, []string{root}, QueryOptions{Text: word(3)})
+	if err != nil || len(hits) == 0 {
+		t.Fatalf("query: %v %v", hits, err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO fts(fts) VALUES('optimize')`); err != nil {
+		t.Fatal(err)
+	}
+	if after := shape(); after != before {
+		t.Fatalf("the index was not merged by the sync: %s, merged %s", before, after)
+	}
+	again, err := Query(ctx, []string{root}, QueryOptions{Text: word(3)})
+	if err != nil || len(again) != len(hits) || again[0] != hits[0] {
+		t.Fatalf("merging changed what a query finds: %+v, then %+v (%v)", hits, again, err)
+	}
+}
