@@ -30,6 +30,9 @@ type QueryOptions struct {
 	// of the model, endpoint down, a repository without an index in a
 	// global query).
 	Warn func(string)
+	// Once says the process makes this one query and exits (the CLI):
+	// the index is then read through a memory map (openDB).
+	Once bool
 }
 
 // Hit is one ranked chunk.
@@ -111,7 +114,7 @@ func Query(ctx context.Context, roots []string, opts QueryOptions) ([]Hit, error
 }
 
 func queryRepo(ctx context.Context, root string, terms []string, qvec func() []float32, opts QueryOptions, warn func(string)) ([]Hit, error) {
-	db, err := openForRead(root)
+	db, err := openReader(root, opts.Once)
 	if err != nil {
 		return nil, err
 	}

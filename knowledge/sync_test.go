@@ -210,7 +210,7 @@ func TestKnowledgeSyncMergesABigIndex(t *testing.T) {
 	if res := mustSync(t, SyncOptions{Root: root}); res.ChunksWritten < optimizeAfter {
 		t.Fatalf("a big sync wrote %d chunks, want %d or more", res.ChunksWritten, optimizeAfter)
 	}
-	db, err := openDB(IndexPath(root))
+	db, err := openDB(IndexPath(root), false)
 	if err != nil {
 		t.Fatal(err)
 	}

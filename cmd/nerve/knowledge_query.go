@@ -111,6 +111,7 @@ func knowledgeQueryRun(opts *KnowledgeQueryOptions) error {
 		Limit:    opts.Limit,
 		Embedder: emb,
 		Warn:     func(msg string) { fmt.Fprintf(opts.IO.ErrOut, "warning: %s\n", msg) },
+		Once:     true, // this process asks once and exits
 	})
 	if err != nil {
 		return err
