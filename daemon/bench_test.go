@@ -13,6 +13,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/nerve-agents/nerve/adapter"
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/reflex"
 	"github.com/nerve-agents/nerve/store"
@@ -53,6 +54,21 @@ func BenchmarkTurn(b *testing.B) {
 			})
 			if err != nil {
 				b.Fatal(err)
+			}
+		}
+	})
+	// The adapter alone, as a turn runs it (its own process group, stdout
+	// and stderr read to the end, the turn's environment): local-thread
+	// minus this and one commit is the engine's own share of a turn.
+	b.Run("adapter-run", func(b *testing.B) {
+		a, err := adapter.New("true", adapter.Spec{Type: "exec", Command: []string{truePath}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		req := adapter.Request{Prompt: "work", Workdir: b.TempDir(), Env: []string{"NERVE_THREAD=thread-1", "NERVE_ROLE=w", "NERVE_STEP=1"}}
+		for i := 0; i < b.N; i++ {
+			if _, err := a.Run(context.Background(), req); err != nil {
+				b.Fatalf("run: %v", err)
 			}
 		}
 	})
