@@ -39,42 +39,30 @@ func (d *Daemon) handleUsage(w http.ResponseWriter, r *http.Request) {
 }
 
 // threadUsage is one thread's messages as rollup rows, with its
-// children's (and theirs): what it spent, as its totals count it, and
-// where (a child's rows carry the child's workflow). A running child's
-// messages count so far.
+// children's (workflow.TreeUsageRows).
 func (d *Daemon) threadUsage(q spend.Query) ([]spend.Row, error) {
-	t, err := d.store.Thread(q.Thread)
-	if err != nil {
-		return nil, err
-	}
-	return d.treeUsage(t, q.Filter())
+	return workflow.TreeUsageRows(q.Thread, q.Filter(), d.usageOf, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
 }
 
-func (d *Daemon) treeUsage(t *workflow.Thread, f spend.Filter) ([]spend.Row, error) {
+// usageOf reads what a thread's usage report needs of it.
+func (d *Daemon) usageOf(id string) (workflow.UsageOf, error) {
+	t, err := d.store.Thread(id)
+	if err != nil {
+		return workflow.UsageOf{}, err
+	}
 	msgs, err := d.store.Messages(t.ID)
 	if err != nil {
-		return nil, err
+		return workflow.UsageOf{}, err
 	}
-	rows := workflow.UsageRows(t.Workflow, msgs, f)
 	children, err := d.store.Children(t.ID)
 	if err != nil {
-		return nil, err
+		return workflow.UsageOf{}, err
 	}
+	u := workflow.UsageOf{Workflow: t.Workflow, Messages: msgs}
 	for _, c := range children {
-		ct, err := d.store.Thread(c.ID)
-		if errors.Is(err, store.ErrNotFound) {
-			continue // indexed, not stored: nothing it spent was kept
-		}
-		if err != nil {
-			return nil, fmt.Errorf("child %s of %s: %w", c.ID, t.ID, err)
-		}
-		sub, err := d.treeUsage(ct, f)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, sub...)
+		u.Children = append(u.Children, c.ID)
 	}
-	return rows, nil
+	return u, nil
 }
 
 // Usage asks the daemon for local spend.

@@ -3,7 +3,6 @@ package khala
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/nerve-agents/nerve/internal/usage"
@@ -22,7 +21,9 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request, _ khaladb.A
 	}
 	var rows []usage.Row
 	if q.Thread != "" {
-		if rows, err = s.treeUsage(r.Context(), q.Thread, q.Filter()); err != nil {
+		read := func(id string) (workflow.UsageOf, error) { return s.usageOf(r.Context(), id) }
+		missing := func(err error) bool { return errors.Is(err, khaladb.ErrNotFound) }
+		if rows, err = workflow.TreeUsageRows(q.Thread, q.Filter(), read, missing); err != nil {
 			s.fail(w, r, err)
 			return
 		}
@@ -33,25 +34,15 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request, _ khaladb.A
 	writeJSON(w, http.StatusOK, usage.Build(rows, q.By, q.Filter()))
 }
 
-// treeUsage is a thread's messages as rollup rows, with its children's
-// (and theirs): what it spent, as its totals count it, and where (a
-// child's rows carry the child's workflow). A running child's messages
-// count so far.
-func (s *Server) treeUsage(ctx context.Context, id string, f usage.Filter) ([]usage.Row, error) {
+// usageOf reads what a thread's usage report needs of it.
+func (s *Server) usageOf(ctx context.Context, id string) (workflow.UsageOf, error) {
 	v, err := s.store.Thread(ctx, id)
 	if err != nil {
-		return nil, err
+		return workflow.UsageOf{}, err
 	}
-	rows := workflow.UsageRows(v.Thread.Workflow, v.Messages, f)
+	u := workflow.UsageOf{Workflow: v.Thread.Workflow, Messages: v.Messages}
 	for _, c := range v.Thread.Children {
-		sub, err := s.treeUsage(ctx, c.Thread, f)
-		if errors.Is(err, khaladb.ErrNotFound) {
-			continue // linked, not stored: nothing it spent was kept
-		}
-		if err != nil {
-			return nil, fmt.Errorf("child %s of %s: %w", c.Thread, id, err)
-		}
-		rows = append(rows, sub...)
+		u.Children = append(u.Children, c.Thread)
 	}
-	return rows, nil
+	return u, nil
 }

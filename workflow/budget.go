@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/nerve-agents/nerve/internal/usage"
 )
@@ -50,6 +51,39 @@ func UsageRows(workflowName string, msgs []Message, f usage.Filter) []usage.Row 
 		rows = append(rows, r)
 	}
 	return rows
+}
+
+// UsageOf is what TreeUsageRows reads of one thread: its workflow, its
+// messages and its children's ids.
+type UsageOf struct {
+	Workflow string
+	Messages []Message
+	Children []string
+}
+
+// TreeUsageRows is UsageRows of thread id and of its children (and
+// theirs): what the thread spent, as its totals count it, and where (a
+// child's rows carry the child's workflow). A running child's messages
+// count so far. read loads a thread; a child it reports missing (missing
+// says which errors mean that) is skipped: nothing it spent was kept. The
+// thread itself missing is read's error as it came.
+func TreeUsageRows(id string, f usage.Filter, read func(id string) (UsageOf, error), missing func(error) bool) ([]usage.Row, error) {
+	t, err := read(id)
+	if err != nil {
+		return nil, err
+	}
+	rows := UsageRows(t.Workflow, t.Messages, f)
+	for _, c := range t.Children {
+		sub, err := TreeUsageRows(c, f, read, missing)
+		if missing(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("child %s of %s: %w", c, id, err)
+		}
+		rows = append(rows, sub...)
+	}
+	return rows, nil
 }
 
 // RecountUsage sets t's totals from its messages (in the store) when it
