@@ -18,8 +18,6 @@ import (
 // khalaServer runs `nerve khala serve` on a free loopback port.
 type khalaServer struct {
 	url, db string
-	addr    string
-	dir     string
 	cmd     *exec.Cmd
 }
 
@@ -32,7 +30,7 @@ func startKhala(t testing.TB) *khalaServer {
 	addr := l.Addr().String()
 	l.Close()
 	dir := t.TempDir()
-	s := &khalaServer{url: "http://" + addr, db: filepath.Join(dir, "khala.db"), addr: addr, dir: dir}
+	s := &khalaServer{url: "http://" + addr, db: filepath.Join(dir, "khala.db")}
 	s.start(t)
 	t.Cleanup(s.stop)
 	return s
@@ -42,9 +40,10 @@ func startKhala(t testing.TB) *khalaServer {
 // answers.
 func (s *khalaServer) start(t testing.TB) {
 	t.Helper()
-	s.cmd = exec.Command(nerveBin(t), "khala", "serve", "--addr", s.addr, "--db", s.db)
-	s.cmd.Env = append(os.Environ(), "NERVE_HOME="+s.dir)
-	logf, _ := os.OpenFile(filepath.Join(s.dir, "khala.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	dir := filepath.Dir(s.db)
+	s.cmd = exec.Command(nerveBin(t), "khala", "serve", "--addr", strings.TrimPrefix(s.url, "http://"), "--db", s.db)
+	s.cmd.Env = append(os.Environ(), "NERVE_HOME="+dir)
+	logf, _ := os.OpenFile(filepath.Join(dir, "khala.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	err := s.cmd.Start()
 	logf.Close() // the server has its own descriptor
