@@ -54,7 +54,7 @@ func bigTree(t testing.TB, n int) (string, map[string]string) {
 // integrity checks pass and every file's chunks are all there.
 func checkConsistent(t *testing.T, root string) (files, chunks int) {
 	t.Helper()
-	db, err := openForRead(root)
+	db, err := openForRead(root, false)
 	if err != nil {
 		t.Fatalf("open after crash: %v", err)
 	}
@@ -106,7 +106,7 @@ func TestKnowledgeKilledSyncIsRepaired(t *testing.T) {
 			t.Fatalf("the child finished before it could be killed (%v); make the tree bigger", err)
 		case <-time.After(10 * time.Millisecond):
 		}
-		if db, err := openForRead(root); err == nil {
+		if db, err := openForRead(root, false); err == nil {
 			db.QueryRow(`SELECT count(*) FROM files`).Scan(&committed)
 			db.Close()
 		}

@@ -155,11 +155,9 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	return setMeta(ctx, db, "schema", strconv.Itoa(schemaVersion))
 }
 
-// openForRead opens an existing index; none there is a NoIndexError.
-func openForRead(root string) (*sql.DB, error) { return openReader(root, false) }
-
-// openReader is openForRead, mapped for a process that queries once.
-func openReader(root string, mapped bool) (*sql.DB, error) {
+// openForRead opens an existing index (mapped: for a process that
+// queries once, see openDB); none there is a NoIndexError.
+func openForRead(root string, mapped bool) (*sql.DB, error) {
 	path := IndexPath(root)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, &NoIndexError{Repo: root}

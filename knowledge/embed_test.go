@@ -50,7 +50,7 @@ func TestKnowledgeEmbedSync(t *testing.T) {
 	if r.Embedded != r.Chunks-2 || fe.models["m2"] != r.Embedded { // two duplicate texts
 		t.Errorf("model change: %+v, m2 inputs %d", r, fe.models["m2"])
 	}
-	db, _ := openForRead(root)
+	db, _ := openForRead(root, false)
 	var m1, m2 int
 	db.QueryRow(`SELECT count(*) FROM vectors WHERE model = 'm1'`).Scan(&m1)
 	db.QueryRow(`SELECT count(*) FROM vectors WHERE model = 'm2'`).Scan(&m2)
@@ -137,7 +137,7 @@ func TestKnowledgeHybridQuery(t *testing.T) {
 	// A stale sketch (chunks changed since) is not used: the full scan still finds new text.
 	writeTree(t, root, map[string]string{"z.md": "# Zebra\n\nZebras graze the savanna.\n"})
 	mustSync(t, SyncOptions{Root: root})
-	db, _ := openForRead(root)
+	db, _ := openForRead(root, false)
 	qv := hashVector("m|", "zebras graze", 256)
 	normalize(qv)
 	_, ok, _ := sketchCandidates(context.Background(), db, "m", qv, 10)
@@ -179,7 +179,7 @@ func TestKnowledgeEmbedDimensionChange(t *testing.T) {
 	if r.Embedded != first.Embedded || r.Embedded == 0 {
 		t.Errorf("after the dimension changed: %+v (first %+v)", r, first)
 	}
-	db, _ := openForRead(root)
+	db, _ := openForRead(root, false)
 	var dims int
 	db.QueryRow(`SELECT count(DISTINCT dim) FROM vectors WHERE model = 'm'`).Scan(&dims)
 	db.Close()

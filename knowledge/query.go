@@ -114,7 +114,7 @@ func Query(ctx context.Context, roots []string, opts QueryOptions) ([]Hit, error
 }
 
 func queryRepo(ctx context.Context, root string, terms []string, qvec func() []float32, opts QueryOptions, warn func(string)) ([]Hit, error) {
-	db, err := openReader(root, opts.Once)
+	db, err := openForRead(root, opts.Once)
 	if err != nil {
 		return nil, err
 	}
