@@ -22,14 +22,18 @@ var binDir = filepath.Join(os.TempDir(), fmt.Sprintf("nerve-test-bin-%d", os.Get
 
 // buildNerve builds the real nerve binary once, on first use (with -race
 // when the tests run with it), so end-to-end tests start real daemons and
-// real adapter processes and unit tests build nothing.
+// real adapter processes and unit tests build nothing. Without -race it is
+// static, as `make build` makes it (the race detector needs cgo).
 var buildNerve = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(binDir, "nerve")
 	args := []string{"build", "-o", bin}
+	cgo := "CGO_ENABLED=0"
 	if raceEnabled {
-		args = append(args, "-race")
+		args, cgo = append(args, "-race"), "CGO_ENABLED=1"
 	}
-	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+	build := exec.Command("go", append(args, ".")...)
+	build.Env = append(os.Environ(), cgo)
+	out, err := build.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("build nerve: %v\n%s", err, out)
 	}
