@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -111,91 +108,59 @@ func (a *cliAdapter) Run(ctx context.Context, req Request) (*Result, error) {
 
 // execute runs the built command line to its end and judges the outcome.
 func (a *cliAdapter) execute(ctx context.Context, req Request, inv *invocation, path string, env []string, start time.Time) (*Result, error) {
-	runCtx, cancel := context.WithTimeoutCause(ctx, a.info.Timeout, ErrTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(runCtx, path, inv.args...)
+	if err := ctx.Err(); err != nil {
+		return nil, a.fail("cancelled", context.Cause(ctx))
+	}
+	p, err := newPipes(inv.stdin != nil)
+	if err != nil {
+		return nil, a.fail("create pipes: "+err.Error(), err)
+	}
+	defer p.close()
+	cmd := exec.Command(path, inv.args...)
 	cmd.Args[0] = a.info.Binary
 	cmd.Dir = req.Workdir
 	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// Timeout and cancel terminate the whole group; WaitDelay then bounds
-	// the grace before os/exec kills the leader, and the SIGKILL to the
-	// group after Wait takes whatever is left, so no grandchild outlives
-	// its turn.
-	var killed atomic.Bool
-	cmd.Cancel = func() error {
-		killed.Store(true)
-		return signalGroup(cmd.Process.Pid, syscall.SIGTERM)
+	cmd.Stdout, cmd.Stderr = p.childOut, p.childErr
+	if p.child != nil {
+		cmd.Stdin = p.child
 	}
-	cmd.WaitDelay = killGrace
-
-	// nerve owns the pipes (rather than cmd.StdoutPipe) so that it can
-	// finish reading after the leader exits and stop reading when a process
-	// that escaped the group keeps them open.
-	stdoutR, stdoutW, err := os.Pipe()
-	if err != nil {
-		return nil, a.fail("create stdout pipe: "+err.Error(), err)
-	}
-	stderrR, stderrW, err := os.Pipe()
-	if err != nil {
-		stdoutR.Close()
-		stdoutW.Close()
-		return nil, a.fail("create stderr pipe: "+err.Error(), err)
-	}
-	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
-	var stdinR, stdinW *os.File
-	if inv.stdin != nil {
-		if stdinR, stdinW, err = os.Pipe(); err != nil {
-			closeAll(stdoutR, stdoutW, stderrR, stderrW)
-			return nil, a.fail("create stdin pipe: "+err.Error(), err)
-		}
-		cmd.Stdin = stdinR
-	}
+	pidfd := -1
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd}
 	if err := cmd.Start(); err != nil {
-		closeAll(stdoutR, stdoutW, stderrR, stderrW, stdinR, stdinW)
-		if ctx.Err() != nil {
-			return nil, a.fail("cancelled", context.Cause(ctx))
-		}
 		return nil, a.fail("start "+a.info.Binary+": "+err.Error(), err)
+	}
+	if pidfd >= 0 {
+		defer syscall.Close(pidfd)
 	}
 	if req.OnStart != nil {
 		req.OnStart(cmd.Process.Pid) // the pid is also the group id
 	}
-	// The child has its copies; holding ours would keep the pipes open
-	// after it exits.
-	closeAll(stdoutW, stderrW, stdinR)
-	if stdinW != nil {
-		go func() {
-			// Errors are expected when the command does not read its
-			// input; the exit status says what the command made of it.
-			_, _ = io.WriteString(stdinW, *inv.stdin)
-			stdinW.Close()
-		}()
-	}
+	p.closeChildEnds()
 
 	lastOut := newTail(lastOutputLines, lastOutputBytes)
 	errTail := newTail(stderrTailLines, stderrLineBytes)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		readLines(stdoutR, maxLineBytes, func(line []byte, cut bool) {
+	w := &watch{pid: cmd.Process.Pid, pidfd: pidfd, pipes: p,
+		out: newLineSplitter(maxLineBytes, func(line []byte, cut bool) {
 			lastOut.add(line)
 			if req.OnOutput != nil {
 				req.OnOutput(line)
 			}
 			inv.parser.line(line, cut)
-		})
-	}()
-	go func() {
-		defer wg.Done()
-		readLines(stderrR, maxLineBytes, func(line []byte, _ bool) { errTail.add(line) })
-	}()
-
+		}),
+		errs: newLineSplitter(maxLineBytes, func(line []byte, _ bool) { errTail.add(line) }),
+	}
+	if inv.stdin != nil {
+		w.input = []byte(*inv.stdin)
+	}
+	if a.info.Timeout > 0 {
+		w.deadline = start.Add(a.info.Timeout)
+	}
+	watchErr := w.run(ctx)
+	if watchErr != nil {
+		// Without a watch the group cannot be bounded: end it.
+		_ = signalGroup(cmd.Process.Pid, syscall.SIGKILL)
+	}
 	waitErr := cmd.Wait()
-	// The leader is gone; take the rest of its group with it.
-	_ = signalGroup(cmd.Process.Pid, syscall.SIGKILL)
-	drainPipes(&wg, pipeDrain, stdoutR, stderrR, stdinW)
 
 	o := outcome{exit: -1, lastOut: lastOut.get(), lastErrs: errTail.get()}
 	e := &Error{Adapter: a.info.Name, ExitStatus: -1, StderrTail: o.lastErrs}
@@ -209,17 +174,21 @@ func (a *cliAdapter) execute(ctx context.Context, req Request, inv *invocation, 
 		e.Reason, e.Err = "wait: "+waitErr.Error(), waitErr
 		return nil, e
 	}
+	if watchErr != nil {
+		e.Reason, e.Err = "watch the process: "+watchErr.Error(), watchErr
+		return nil, e
+	}
 	u := inv.parser.usage()
 	u.DurationMS = time.Since(start).Milliseconds()
 	if u.Model == "" {
 		u.Model = a.cfg.Model
 	}
-	if killed.Load() {
+	if w.killed {
 		e.Usage = &u
-		if cause := context.Cause(runCtx); errors.Is(cause, ErrTimeout) {
+		if errors.Is(w.cause, ErrTimeout) {
 			e.Reason, e.Err = fmt.Sprintf("timed out after %s", a.info.Timeout), ErrTimeout
 		} else {
-			e.Reason, e.Err = "cancelled", cause
+			e.Reason, e.Err = "cancelled", w.cause
 		}
 		return nil, e
 	}
@@ -238,28 +207,6 @@ func signalGroup(pid int, sig syscall.Signal) error {
 		return err
 	}
 	return nil
-}
-
-// drainPipes waits for the readers to reach EOF; a process that left the
-// group may still hold the pipes, so after d the read ends are closed,
-// which ends the readers at once.
-func drainPipes(wg *sync.WaitGroup, d time.Duration, files ...*os.File) {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(d):
-	}
-	closeAll(files...)
-	<-done
-}
-
-func closeAll(files ...*os.File) {
-	for _, f := range files {
-		if f != nil {
-			f.Close()
-		}
-	}
 }
 
 // mergeEnv concatenates environment lists, later lists overriding earlier

@@ -238,20 +238,31 @@ func TestFloodBounded(t *testing.T) {
 	})
 }
 
-func TestReadLines(t *testing.T) {
+// TestLineSplitter feeds the same stream whole, byte by byte and in
+// uneven pieces: the lines must not depend on how reads cut it.
+func TestLineSplitter(t *testing.T) {
 	in := "one\r\ntwo\n\n" + strings.Repeat("x", 100) + "\nlast"
-	var got []string
-	var cuts []bool
-	readLines(strings.NewReader(in), 10, func(l []byte, cut bool) {
-		got = append(got, string(l))
-		cuts = append(cuts, cut)
-	})
 	want := []string{"one", "two", "", "xxxxxxxxxx", "last"}
-	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Errorf("lines %q, want %q", got, want)
-	}
-	if !cuts[3] || cuts[0] || cuts[4] {
-		t.Errorf("cut flags %v", cuts)
+	for _, size := range []int{len(in), 1, 7, 64} {
+		var got []string
+		var cuts []bool
+		l := newLineSplitter(10, func(line []byte, cut bool) {
+			got = append(got, string(line))
+			cuts = append(cuts, cut)
+		})
+		for rest := in; rest != ""; {
+			n := min(size, len(rest))
+			l.write([]byte(rest[:n]))
+			rest = rest[n:]
+		}
+		l.close()
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("pieces of %d: lines %q, want %q", size, got, want)
+			continue
+		}
+		if !cuts[3] || cuts[0] || cuts[4] {
+			t.Errorf("pieces of %d: cut flags %v", size, cuts)
+		}
 	}
 }
 

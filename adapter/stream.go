@@ -1,12 +1,9 @@
 package adapter
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"io"
 	"strings"
-	"sync"
 	"unicode/utf8"
 )
 
@@ -35,46 +32,51 @@ const (
 // message (a person or the moderator) sees that it was cut.
 const truncationNote = "\n[nerve: output truncated at 1 MiB]"
 
-// lineReaders are readLines' 64 KiB buffers, reused: two fresh ones a
-// turn (stdout and stderr) were most of what a turn allocated, and so of
-// the daemon's garbage collection.
-var lineReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
+// lineSplitter cuts a stream into lines as its bytes arrive, calling fn
+// for each (without its line ending) and cutting lines longer than max.
+type lineSplitter struct {
+	max int
+	fn  func(line []byte, cut bool)
+	buf []byte // the line so far
+	cut bool
+}
 
-// readLines calls fn for each line of r (without its line ending), cutting
-// lines longer than max. It returns when r reports EOF or an error.
-func readLines(r io.Reader, max int, fn func(line []byte, cut bool)) {
-	br := lineReaders.Get().(*bufio.Reader)
-	br.Reset(r)
-	defer func() {
-		br.Reset(nil) // holds no reader (nor its pipe) while pooled
-		lineReaders.Put(br)
-	}()
-	var buf []byte
-	cut := false
-	for {
-		chunk, err := br.ReadSlice('\n')
-		if room := max - len(buf); len(chunk) <= room {
-			buf = append(buf, chunk...)
+func newLineSplitter(max int, fn func(line []byte, cut bool)) *lineSplitter {
+	return &lineSplitter{max: max, fn: fn}
+}
+
+func (l *lineSplitter) write(p []byte) {
+	for len(p) > 0 {
+		chunk, rest, ended := p, []byte(nil), false
+		if i := bytes.IndexByte(p, '\n'); i >= 0 {
+			chunk, rest, ended = p[:i+1], p[i+1:], true
+		}
+		if room := l.max - len(l.buf); len(chunk) <= room {
+			l.buf = append(l.buf, chunk...)
 		} else {
 			if room > 0 {
-				buf = append(buf, chunk[:room]...)
+				l.buf = append(l.buf, chunk[:room]...)
 			}
-			cut = true
+			l.cut = true
 		}
-		if err == bufio.ErrBufferFull {
-			continue
+		if ended {
+			l.flush()
 		}
-		if len(buf) > 0 {
-			fn(bytes.TrimRight(buf, "\r\n"), cut)
-		}
-		if cap(buf) > 1<<20 {
-			buf = nil // do not hold a huge buffer for the rest of the run
-		}
-		buf, cut = buf[:0], false
-		if err != nil {
-			return
-		}
+		p = rest
 	}
+}
+
+// close ends the stream: a last line without a line ending still counts.
+func (l *lineSplitter) close() { l.flush() }
+
+func (l *lineSplitter) flush() {
+	if len(l.buf) > 0 {
+		l.fn(bytes.TrimRight(l.buf, "\r\n"), l.cut)
+	}
+	if cap(l.buf) > 1<<20 {
+		l.buf = nil // do not hold a huge buffer for the rest of the run
+	}
+	l.buf, l.cut = l.buf[:0], false
 }
 
 // textBuf accumulates content up to MaxContentBytes.
