@@ -232,36 +232,45 @@ func (e *Engine) runPending(ctx context.Context, d *Definition, t *Thread, msgs 
 		remaining = len(todo)
 		firstErr  error
 	)
-	for _, turn := range todo {
+	run := func(turn Turn) {
+		m := e.Turn(ctx, t, d, turn, msgs)
+		if ctx.Err() != nil {
+			return // not stored: the turn runs again on resume
+		}
+		m.Step, m.Role, m.Instruction = turn.Step, turn.Role, turn.Instruction
+		if m.Agent == "" {
+			m.Agent = e.Agent
+		}
+		if m.At.IsZero() {
+			m.At = e.now()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Usage.Add(m.Usage)
+		if m.ChildUsage != nil {
+			t.Usage.Merge(*m.ChildUsage)
+		}
+		remaining--
+		if remaining == 0 {
+			last = m
+			return
+		}
+		fresh = append(fresh, m)
+		if err := e.commit(Update{Thread: t, Messages: []Message{m}, Events: []Event{e.answered(t, m)}}); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	// The last turn runs in this goroutine: a thread's usual single turn
+	// then costs no goroutine, nor the wake-up that hands its end back.
+	for i, turn := range todo {
+		if i == len(todo)-1 {
+			run(turn)
+			break
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m := e.Turn(ctx, t, d, turn, msgs)
-			if ctx.Err() != nil {
-				return // not stored: the turn runs again on resume
-			}
-			m.Step, m.Role, m.Instruction = turn.Step, turn.Role, turn.Instruction
-			if m.Agent == "" {
-				m.Agent = e.Agent
-			}
-			if m.At.IsZero() {
-				m.At = e.now()
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			t.Usage.Add(m.Usage)
-			if m.ChildUsage != nil {
-				t.Usage.Merge(*m.ChildUsage)
-			}
-			remaining--
-			if remaining == 0 {
-				last = m
-				return
-			}
-			fresh = append(fresh, m)
-			if err := e.commit(Update{Thread: t, Messages: []Message{m}, Events: []Event{e.answered(t, m)}}); err != nil && firstErr == nil {
-				firstErr = err
-			}
+			run(turn)
 		}()
 	}
 	wg.Wait()
