@@ -9,10 +9,12 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/internal/atomicfile"
+	"github.com/nerve-agents/nerve/knowledge"
 	"github.com/nerve-agents/nerve/reflex"
 	"github.com/nerve-agents/nerve/sense"
 	"github.com/nerve-agents/nerve/store"
@@ -46,6 +48,10 @@ type Daemon struct {
 	capacity *sense.Capacity
 	gate     *reflex.Gate // daily caps and rate-limit back-off, per adapter
 	rdefs    remoteDefs
+	// knowledge keeps the indexes `nerve knowledge query` asked about
+	// open; knowledgeQueries counts the queries it answered.
+	knowledge        knowledge.Readers
+	knowledgeQueries atomic.Int64
 
 	mu       sync.RWMutex
 	cfg      *config.Config
@@ -147,6 +153,7 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 	err = d.shutdown(srv, killWork)
+	d.knowledge.Close()
 	d.runner.procs.close()
 	stopOutbox()
 	<-outboxDone

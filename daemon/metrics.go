@@ -53,6 +53,8 @@ func (d *Daemon) writeMetrics(out io.Writer) {
 	gauge(w, "nerve_capacity", "Turns this agent runs at once (agent.max_concurrent_turns).", float64(max))
 	gauge(w, "nerve_claimed_slots", "Capacity slots held by claimed remote turns.", float64(used))
 	gauge(w, "nerve_active_turns", "Adapters running now.", float64(d.runner.activeCount()))
+	fmt.Fprintf(w, "# HELP nerve_knowledge_queries_total Knowledge queries the daemon answered for `nerve knowledge query`.\n"+
+		"# TYPE nerve_knowledge_queries_total counter\nnerve_knowledge_queries_total %d\n", d.knowledgeQueries.Load())
 
 	as := d.gate.States()
 	series := []struct {

@@ -34,6 +34,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("GET /v1/inbox", d.handleInbox)
 	mux.HandleFunc("GET /v1/usage", d.handleUsage)
 	mux.HandleFunc("POST /v1/notify", d.handleNotify)
+	mux.HandleFunc("POST /v1/knowledge/query", d.handleKnowledgeQuery)
 	mux.HandleFunc("POST /v1/shutdown", d.handleShutdown)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Host != apiHost {

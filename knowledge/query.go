@@ -65,6 +65,20 @@ func (e *QueryError) Hint() string {
 // without an index is a NoIndexError when it is the only one, and a
 // warning otherwise.
 func Query(ctx context.Context, roots []string, opts QueryOptions) ([]Hit, error) {
+	return query(ctx, roots, opts, func(root string) (*sql.DB, func(), error) {
+		db, err := openForRead(root, opts.Once)
+		if err != nil {
+			return nil, nil, err
+		}
+		db.SetMaxOpenConns(2)
+		return db, func() { db.Close() }, nil
+	})
+}
+
+// openIndex opens a repository's index for one query; done releases it.
+type openIndex func(root string) (db *sql.DB, done func(), err error)
+
+func query(ctx context.Context, roots []string, opts QueryOptions, open openIndex) ([]Hit, error) {
 	terms := QueryTerms(opts.Text)
 	if len(terms) == 0 {
 		return nil, &QueryError{Msg: "the query has no words to search for"}
@@ -91,7 +105,7 @@ func Query(ctx context.Context, roots []string, opts QueryOptions) ([]Hit, error
 	var all []Hit
 	searched := 0
 	for _, root := range roots {
-		hits, err := queryRepo(ctx, root, terms, qvec, opts, warn)
+		hits, err := queryRepo(ctx, root, open, terms, qvec, opts, warn)
 		var nie *NoIndexError
 		if errors.As(err, &nie) && len(roots) > 1 {
 			warn(fmt.Sprintf("%s has no knowledge index; skipped", root))
@@ -113,13 +127,12 @@ func Query(ctx context.Context, roots []string, opts QueryOptions) ([]Hit, error
 	return all, nil
 }
 
-func queryRepo(ctx context.Context, root string, terms []string, qvec func() []float32, opts QueryOptions, warn func(string)) ([]Hit, error) {
-	db, err := openForRead(root, opts.Once)
+func queryRepo(ctx context.Context, root string, open openIndex, terms []string, qvec func() []float32, opts QueryOptions, warn func(string)) ([]Hit, error) {
+	db, done, err := open(root)
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
-	db.SetMaxOpenConns(2)
+	defer done()
 	// Deeper than asked: the priors reorder, and fusion needs both lists'
 	// tails (a rank past 50 adds less than 1/110 to a fused score).
 	depth := max(50, 3*opts.Limit)

@@ -83,7 +83,7 @@ func (s *server) knowledgeQuery(ctx context.Context, in KnowledgeQueryInput) (Kn
 	if err != nil {
 		return out, err
 	}
-	hits, err := knowledge.Query(ctx, roots, knowledge.QueryOptions{
+	hits, err := s.indexes.Query(ctx, roots, knowledge.QueryOptions{
 		Text: in.Query, Limit: in.Limit, Embedder: emb,
 		Warn: func(msg string) { out.Warnings = append(out.Warnings, msg) },
 	})

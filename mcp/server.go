@@ -16,6 +16,7 @@ import (
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/daemon"
 	"github.com/nerve-agents/nerve/internal/usage"
+	"github.com/nerve-agents/nerve/knowledge"
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/threadquery"
 	"github.com/nerve-agents/nerve/workflow"
@@ -52,6 +53,8 @@ type server struct {
 
 	mu     sync.Mutex
 	daemon *daemon.Client
+	// indexes stay open across a session's queries.
+	indexes knowledge.Readers
 }
 
 // NewServer returns the MCP server with nerve's tools.

@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/daemon"
 	"github.com/nerve-agents/nerve/knowledge"
 )
 
@@ -106,15 +108,19 @@ func knowledgeQueryRun(opts *KnowledgeQueryOptions) error {
 	if err != nil {
 		return err
 	}
-	hits, err := knowledge.Query(ctx, roots, knowledge.QueryOptions{
-		Text:     opts.Text,
-		Limit:    opts.Limit,
-		Embedder: emb,
-		Warn:     func(msg string) { fmt.Fprintf(opts.IO.ErrOut, "warning: %s\n", msg) },
-		Once:     true, // this process asks once and exits
-	})
-	if err != nil {
-		return err
+	warn := func(msg string) { fmt.Fprintf(opts.IO.ErrOut, "warning: %s\n", msg) }
+	hits, ok := knowledgeQueryDaemon(ctx, opts, roots, emb, warn)
+	if !ok {
+		hits, err = knowledge.Query(ctx, roots, knowledge.QueryOptions{
+			Text:     opts.Text,
+			Limit:    opts.Limit,
+			Embedder: emb,
+			Warn:     warn,
+			Once:     true, // this process asks once and exits
+		})
+		if err != nil {
+			return err
+		}
 	}
 	if opts.JSON {
 		enc := json.NewEncoder(opts.IO.Out)
@@ -141,6 +147,42 @@ func knowledgeQueryRun(opts *KnowledgeQueryOptions) error {
 		fmt.Fprintln(opts.IO.Out, indentHit(h.Text, opts.IO.IsTTY()))
 	}
 	return nil
+}
+
+// daemonQueryTimeout bounds asking a running daemon before asking here.
+const daemonQueryTimeout = 5 * time.Second
+
+// knowledgeQueryDaemon asks the NERVE_HOME's daemon, when one is running,
+// which keeps indexes open between queries (a turn's agent asks it again
+// and again): a lexical query there skips opening the index. It never
+// starts a daemon. ok is false when the daemon did not answer (none runs,
+// an older one, a sandbox that forbids its socket, any error): the query
+// then runs in this process, which gives the errors and their exit codes.
+// A query with embeddings runs here too: it waits on the model's endpoint
+// anyway.
+func knowledgeQueryDaemon(ctx context.Context, opts *KnowledgeQueryOptions, roots []string, emb *knowledge.Embedder, warn func(string)) ([]knowledge.Hit, bool) {
+	if emb != nil {
+		return nil, false
+	}
+	abs := make([]string, len(roots))
+	for i, r := range roots {
+		a, err := filepath.Abs(r)
+		if err != nil {
+			return nil, false
+		}
+		abs[i] = a
+	}
+	ctx, cancel := context.WithTimeout(ctx, daemonQueryTimeout)
+	defer cancel()
+	c := daemon.NewClient(config.Paths{Home: config.Home(opts.Getenv)}.Socket())
+	res, err := c.KnowledgeQuery(ctx, daemon.KnowledgeQueryRequest{Roots: abs, Text: opts.Text, Limit: opts.Limit})
+	if err != nil {
+		return nil, false
+	}
+	for _, w := range res.Warnings {
+		warn(w)
+	}
+	return res.Hits, true
 }
 
 // indentHit indents a chunk's text; on a TTY it keeps the first lines,
