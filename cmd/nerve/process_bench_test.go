@@ -26,7 +26,8 @@ import (
 // slower than a copy of it (2.5 ms of 30 on a test VM), which would
 // favour whichever binary was built longer ago.
 //
-// knowledge-query indexes a copy of $GOROOT/src first (about a minute).
+// knowledge-query indexes a copy of $GOROOT/src first (about a minute),
+// and runs once without a daemon and once with the home's daemon running.
 func BenchmarkProcess(b *testing.B) {
 	bin := copyBin(b, nerveBin(b))
 	base := ""
@@ -57,12 +58,24 @@ func BenchmarkProcess(b *testing.B) {
 	if out, err := sync.CombinedOutput(); err != nil {
 		b.Fatalf("knowledge sync: %v\n%s", err, out)
 	}
-	b.Run("knowledge-query-goroot", func(b *testing.B) {
-		cmd := exec.Command(bin, "knowledge", "query", "--repo", root, "where are RFC 3339 timestamps parsed")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "NERVE_HOME="+home)
-		benchProcess(b, cmd, base)
-	})
+	query := exec.Command(bin, "knowledge", "query", "--repo", root, "where are RFC 3339 timestamps parsed")
+	query.Dir = root
+	query.Env = append(os.Environ(), "NERVE_HOME="+home, "NERVE_NO_AUTOSTART=1")
+	b.Run("knowledge-query-goroot", func(b *testing.B) { benchProcess(b, query, base) })
+	// The same with the home's daemon running, as inside a turn: it
+	// answers from the index it keeps open (a baseline without that
+	// queries in its own process).
+	start := exec.Command(bin, "daemon", "start")
+	start.Env = query.Env
+	if out, err := start.CombinedOutput(); err != nil {
+		b.Fatalf("daemon start: %v\n%s", err, out)
+	}
+	defer func() {
+		stop := exec.Command(bin, "daemon", "stop")
+		stop.Env = query.Env
+		stop.Run()
+	}()
+	b.Run("knowledge-query-goroot-daemon", func(b *testing.B) { benchProcess(b, query, base) })
 }
 
 // copyBin copies the binary at path into a fresh file.
