@@ -3,9 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,12 +39,7 @@ func TestE2EDailyCap(t *testing.T) {
 		t.Skip("the UTC day would end during the test, and its spend with it")
 	}
 	e := newEnv(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metricsAddr := l.Addr().String()
-	l.Close()
+	metricsAddr := freeAddr(t)
 	bin := e.write("fake-claude", fakeClaude)
 	e.write("nerve.yaml", fmt.Sprintf(`adapters:
   pricey:
@@ -100,16 +92,11 @@ roles:
 	}
 	checkStatus("after the run")
 
-	resp, err := http.Get("http://" + metricsAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := scrapeMetrics(t, metricsAddr)
 	for _, want := range []string{`nerve_adapter_spent_usd{adapter="pricey"} 1.2`, `nerve_adapter_daily_usd_cap{adapter="pricey"} 1`,
 		`nerve_adapter_capped{adapter="pricey"} 1`, `nerve_adapter_paused{adapter="pricey"} 0`,
 		`nerve_turns_total{adapter="pricey",outcome="ok"} 2`, `nerve_turns_total{adapter="pricey",outcome="budget"} 1`} {
-		if !strings.Contains(string(body), want+"\n") {
+		if !strings.Contains(body, want+"\n") {
 			t.Fatalf("/metrics lacks %q:\n%s", want, body)
 		}
 	}

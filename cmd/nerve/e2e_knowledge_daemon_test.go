@@ -2,9 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,12 +14,7 @@ import (
 // daemon's open index; with the daemon stopped the CLI answers itself.
 func TestE2EKnowledgeQueryThroughDaemon(t *testing.T) {
 	e := newEnv(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metricsAddr := l.Addr().String()
-	l.Close()
+	metricsAddr := freeAddr(t)
 	e.write("nerve.yaml", fmt.Sprintf("daemon:\n  metrics_addr: %s\n", metricsAddr))
 	repo := filepath.Join(e.home, "repo")
 	e.write("repo/.git/HEAD", "ref: refs/heads/main\n")
@@ -37,13 +29,8 @@ func TestE2EKnowledgeQueryThroughDaemon(t *testing.T) {
 	e.must(0, "daemon", "start")
 	queries := func() string {
 		t.Helper()
-		resp, err := http.Get("http://" + metricsAddr + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		for _, line := range strings.Split(string(b), "\n") {
+		b := scrapeMetrics(t, metricsAddr)
+		for _, line := range strings.Split(b, "\n") {
 			if v, ok := strings.CutPrefix(line, "nerve_knowledge_queries_total "); ok {
 				return v
 			}

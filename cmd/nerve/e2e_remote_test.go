@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,12 +22,7 @@ type khalaServer struct {
 
 func startKhala(t testing.TB) *khalaServer {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	dir := t.TempDir()
 	s := &khalaServer{url: "http://" + addr, db: filepath.Join(dir, "khala.db")}
 	s.start(t)
