@@ -109,7 +109,7 @@ func (w *watch) run(ctx context.Context) error {
 	fds := make([]unix.PollFd, 0, 5)
 	for !exited || w.pipes.stdout >= 0 || w.pipes.stderr >= 0 {
 		now := time.Now()
-		if !w.killed && !w.deadline.IsZero() && !now.Before(w.deadline) {
+		if !w.killed && !exited && !w.deadline.IsZero() && !now.Before(w.deadline) {
 			w.terminate(ErrTimeout)
 			graceEnd = now.Add(killGrace)
 		}

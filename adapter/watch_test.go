@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,4 +86,44 @@ func openFDs(t *testing.T) int {
 		t.Skip("no /proc/self/fd")
 	}
 	return len(entries)
+}
+
+// TestWatchWithoutPidfd: on a kernel that gives no pidfd, the leader's
+// exit is found by asking waitid (without reaping it) as poll times out.
+func TestWatchWithoutPidfd(t *testing.T) {
+	p, err := newPipes(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	cmd := exec.Command("/bin/sh", "-c", "echo out; echo err >&2; sleep 30 & echo $! > "+pidfile)
+	cmd.Stdout, cmd.Stderr = p.childOut, p.childErr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.closeChildEnds()
+	var out, errs []string
+	w := &watch{pid: cmd.Process.Pid, pidfd: -1, pipes: p,
+		out:  newLineSplitter(100, func(l []byte, _ bool) { out = append(out, string(l)) }),
+		errs: newLineSplitter(100, func(l []byte, _ bool) { errs = append(errs, string(l)) }),
+	}
+	if err := w.run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the leader was reaped before Wait, or failed: %v", err)
+	}
+	if strings.Join(out, "|") != "out" || strings.Join(errs, "|") != "err" {
+		t.Errorf("stdout %q, stderr %q", out, errs)
+	}
+	// The background sleep held the pipes; it went with the group once
+	// the leader was gone.
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	waitGone(t, pid, "the group's sleep")
 }
