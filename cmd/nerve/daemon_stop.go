@@ -39,10 +39,18 @@ ends the wait, not the shutdown: the daemon goes on stopping.`,
 	return cmd
 }
 
+// shutdownAskTimeout bounds the request that asks the daemon to stop (an
+// answer from a local socket, normally at once).
+const shutdownAskTimeout = 10 * time.Second
+
 func daemonStopRun(ctx context.Context, f *Factory, opts *daemonStopOptions) error {
 	paths := config.Paths{Home: config.Home(f.Getenv)}
 	c := daemon.NewClient(paths.Socket())
-	pid, err := c.Shutdown(ctx)
+	// Ctrl-C ends the wait, not the asking: a request cut off after the
+	// daemon took it would leave the daemon stopping and say nothing.
+	askCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownAskTimeout)
+	pid, err := c.Shutdown(askCtx)
+	cancel()
 	var nr *daemon.NotRunningError
 	if errors.As(err, &nr) {
 		if opts.JSON {
