@@ -212,9 +212,17 @@ func (w *watch) read(fd *int, lines *lineSplitter, buf []byte) {
 	if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
 		return
 	}
-	unix.Close(*fd)
-	*fd = -1
-	lines.close()
+	closePipe(fd, lines)
+}
+
+// closePipe closes an output pipe that is still open and ends its last
+// line.
+func closePipe(fd *int, lines *lineSplitter) {
+	if *fd >= 0 {
+		unix.Close(*fd)
+		*fd = -1
+		lines.close()
+	}
 }
 
 // write gives stdin what fits; a child that exits or closes its stdin
@@ -244,16 +252,8 @@ func (w *watch) closeInput() {
 
 // closeOutput gives up on pipes a process outside the group still holds.
 func (w *watch) closeOutput() {
-	for _, p := range []struct {
-		fd    *int
-		lines *lineSplitter
-	}{{&w.pipes.stdout, w.out}, {&w.pipes.stderr, w.errs}} {
-		if *p.fd >= 0 {
-			unix.Close(*p.fd)
-			*p.fd = -1
-			p.lines.close()
-		}
-	}
+	closePipe(&w.pipes.stdout, w.out)
+	closePipe(&w.pipes.stderr, w.errs)
 }
 
 // leaderExited asks the kernel, without reaping it, whether the leader

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"path/filepath"
 
@@ -47,16 +46,7 @@ func (d *Daemon) handleKnowledgeQuery(w http.ResponseWriter, r *http.Request) {
 		Text: req.Text, Limit: req.Limit,
 		Warn: func(msg string) { out.Warnings = append(out.Warnings, msg) },
 	})
-	var noIndex *knowledge.NoIndexError
-	var badQuery *knowledge.QueryError
-	switch {
-	case errors.As(err, &noIndex):
-		writeError(w, http.StatusNotFound, codeNotFound, err.Error(), noIndex.Hint())
-		return
-	case errors.As(err, &badQuery):
-		writeError(w, http.StatusBadRequest, codeUsage, err.Error(), badQuery.Hint())
-		return
-	case err != nil:
+	if err != nil {
 		writeErr(w, err)
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/config/validation"
 	"github.com/nerve-agents/nerve/internal/yamlfile"
+	"github.com/nerve-agents/nerve/knowledge"
 	"github.com/nerve-agents/nerve/store"
 	"github.com/nerve-agents/nerve/workflow"
 	"github.com/nerve-agents/nerve/workspace"
@@ -250,10 +251,16 @@ func writeErr(w http.ResponseWriter, err error) {
 		ie  *workflow.InputError
 		ac  *store.AnswerConflict
 		de  *workflow.DepthError
+		ni  *knowledge.NoIndexError
+		qe  *knowledge.QueryError
 	)
 	switch {
 	case errors.As(err, &nf):
 		writeError(w, http.StatusNotFound, codeNotFound, nf.Error(), nf.Hint())
+	case errors.As(err, &ni):
+		writeError(w, http.StatusNotFound, codeNotFound, ni.Error(), ni.Hint())
+	case errors.As(err, &qe):
+		writeError(w, http.StatusBadRequest, codeUsage, qe.Error(), qe.Hint())
 	case errors.As(err, &ue):
 		writeError(w, http.StatusBadRequest, codeUsage, ue.msg, ue.hint)
 	case errors.As(err, &ie):

@@ -69,6 +69,9 @@ func findMapping(maps []byte, addr uintptr) (start, end uintptr, ok bool) {
 	return 0, 0, false
 }
 
+// indexByte is bytes.IndexByte, written out: importing bytes (which
+// imports unicode, initialised after os) would move this package's
+// initialisation after os's.
 func indexByte(b []byte, c byte) int {
 	for i, x := range b {
 		if x == c {
