@@ -55,7 +55,7 @@ func Spawn(ctx context.Context, exe string, home string, extraArgs ...string) (i
 			if st, serr := c.Status(ctx); serr == nil {
 				return st.PID, nil
 			}
-			return 0, fmt.Errorf("daemon exited at start (%v): %s", err, logTail(paths.Log(), start))
+			return 0, startError(err, paths.Log(), start)
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case <-time.After(20 * time.Millisecond):
@@ -64,16 +64,52 @@ func Spawn(ctx context.Context, exe string, home string, extraArgs ...string) (i
 	return 0, errors.New("daemon did not answer within 10s; see " + paths.Log())
 }
 
-// logTail returns the last line the daemon wrote after offset.
-func logTail(path string, offset int64) string {
+// StartError is a daemon that exited before it answered: its own
+// message and hint, from the lines it wrote to its log, and whether it
+// refused its configuration (its exit status 2, the CLI's for usage and
+// configuration errors), which the CLI that started it passes on.
+type StartError struct {
+	Message string
+	hint    string
+	status  int
+}
+
+func (e *StartError) Error() string { return "the nerve daemon could not start: " + e.Message }
+func (e *StartError) Hint() string  { return e.hint }
+
+// ExitCode is 2 for a configuration the daemon refused, else 1.
+func (e *StartError) ExitCode() int {
+	if e.status == 2 {
+		return 2
+	}
+	return 1
+}
+
+func startError(waitErr error, log string, offset int64) *StartError {
+	e := &StartError{status: -1}
+	var ee *exec.ExitError
+	if errors.As(waitErr, &ee) {
+		e.status = ee.ExitCode()
+	}
+	e.Message, e.hint = logTail(log, offset)
+	if e.Message == "" {
+		e.Message = fmt.Sprintf("it exited (%v) and wrote nothing to its log", waitErr)
+	}
+	return e
+}
+
+// logTail returns the last error the daemon wrote to its log after
+// offset (as the CLI prints one: "nerve: MESSAGE", then maybe "hint:
+// HINT"), or its last line.
+func logTail(path string, offset int64) (msg, hint string) {
 	b, err := os.ReadFile(path)
 	if err != nil || int64(len(b)) <= offset {
-		return "no output"
+		return "", ""
 	}
 	lines := strings.Split(strings.TrimSpace(string(b[offset:])), "\n")
 	last := lines[len(lines)-1]
 	if n := len(lines); n > 1 && strings.HasPrefix(last, "hint: ") {
-		return lines[n-2] + " (" + last + ")" // the error, not only its hint
+		hint, last = strings.TrimPrefix(last, "hint: "), lines[n-2]
 	}
-	return last
+	return strings.TrimPrefix(last, "nerve: "), hint
 }

@@ -31,6 +31,10 @@ func (f *Factory) daemonClient(ctx context.Context) (*daemon.Client, error) {
 		args = append(args, "--config", f.configFile)
 	}
 	pid, err := daemon.Spawn(ctx, f.Executable, home, args...)
+	var se *daemon.StartError
+	if errors.As(err, &se) {
+		return nil, err // says what the daemon said, with its hint and exit code
+	}
 	if err != nil {
 		return nil, fmt.Errorf("start the nerve daemon: %w", err)
 	}

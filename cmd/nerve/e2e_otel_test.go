@@ -266,10 +266,19 @@ func TestE2EOTelBadEndpoint(t *testing.T) {
 			}
 		}
 	}
-	// In the background, the error (not only its hint) reaches the user.
+	// In the background, the daemon's error and its hint reach the user
+	// as the CLI's own, with its exit code: from `daemon start` and from
+	// a command that starts the daemon itself.
 	e.extra = []string{"OTEL_EXPORTER_OTLP_ENDPOINT=localhost:4318"}
-	if r := e.run("daemon", "start"); r.code == 0 || !strings.Contains(r.stderr, `OTEL_EXPORTER_OTLP_ENDPOINT="localhost:4318": want an http://`) {
-		t.Errorf("daemon start: %s", r)
+	wf := e.write("plain.yaml", plainWorkflow)
+	for _, args := range [][]string{{"daemon", "start"}, {"workflow", "run", "--detach", wf}} {
+		r := e.run(args...)
+		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		if r.code != 2 || len(lines) != 2 ||
+			lines[0] != `nerve: the nerve daemon could not start: OTEL_EXPORTER_OTLP_ENDPOINT="localhost:4318": want an http:// or https:// URL of an OTLP/HTTP collector, e.g. http://127.0.0.1:4318` ||
+			!strings.HasPrefix(lines[1], "hint: fix OTEL_EXPORTER_OTLP_ENDPOINT") {
+			t.Errorf("nerve %v: %s", args, r)
+		}
 	}
 	e.extra = []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_HEADERS=api-key=s3cret,broken"}
 	if r := e.run("khala", "serve", "--addr", "127.0.0.1:0"); r.code != 2 || strings.Contains(r.stderr, "s3cret") {
