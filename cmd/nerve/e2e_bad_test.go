@@ -60,6 +60,8 @@ func TestE2EBadInput(t *testing.T) {
 		want string
 	}{
 		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{"unknown subcommand", []string{"workflow", "ps"}, 2, `unknown command "ps" for "nerve workflow"`},
+		{"unknown subcommand two deep", []string{"khala", "user", "delete", "bob"}, 2, `unknown command "delete" for "nerve khala user"`},
 		{"unknown flag", []string{"workflow", "run", review, "--colour"}, 2, "unknown flag: --colour"},
 		{"run without ref", []string{"workflow", "run"}, 2, "takes 1 argument"},
 		{"bad ref", []string{"workflow", "run", "Bad Name!"}, 2, `bad ref "Bad Name!"`},

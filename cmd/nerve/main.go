@@ -59,7 +59,8 @@ func Main(args []string, io *IOStreams) int {
 	if errors.As(err, &se) {
 		return se.code
 	}
-	if strings.HasPrefix(err.Error(), "unknown command") {
+	var ue *usageError
+	if !errors.As(err, &ue) && strings.HasPrefix(err.Error(), "unknown command") {
 		// cobra's own error for a mistyped subcommand
 		err = usageErrorf("see 'nerve --help'", "%s", err.Error())
 	}

@@ -33,5 +33,26 @@ func newCmdRoot(f *Factory) *cobra.Command {
 		newCmdWorkspace(f),
 		newCmdUsage(f, nil),
 	)
+	rejectUnknownSubcommands(root)
 	return root
+}
+
+// rejectUnknownSubcommands makes each command group (workflow, khala,
+// remote...) refuse a subcommand it does not have, as the root does:
+// cobra would print the group's help and exit 0, so a typo in a script
+// would pass for success. The group alone still prints its help.
+func rejectUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		rejectUnknownSubcommands(sub)
+	}
+	if c == c.Root() || !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 || args[0] == "help" {
+			return c.Help()
+		}
+		return usageErrorf("see '"+c.CommandPath()+" --help'", "unknown command %q for %q", args[0], c.CommandPath())
+	}
 }
