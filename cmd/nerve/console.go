@@ -49,9 +49,21 @@ func checkLoopbackAddr(addr string) error {
 	if err != nil || port == "" {
 		return usageErrorf("write it as HOST:PORT, such as 127.0.0.1:7780", "--addr %q is not HOST:PORT", addr)
 	}
+	if err := checkPort(addr, port); err != nil {
+		return err
+	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return usageErrorf("use 127.0.0.1 or ::1; share a team's console through Khala (nerve khala serve)",
 			"--addr %s: the local console listens on loopback only", addr)
+	}
+	return nil
+}
+
+// checkPort refuses a port no socket can have (a number past 65535, a
+// name that is no service), as a usage error before anything starts.
+func checkPort(addr, port string) error {
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return usageErrorf("give a port from 1 to 65535, or 0 for any free one", "--addr %q: %v", addr, err)
 	}
 	return nil
 }
@@ -64,15 +76,16 @@ func consoleRun(ctx context.Context, f *Factory, opts *consoleOptions) error {
 	if err != nil {
 		return err
 	}
-	client, err := f.daemonClient(ctx)
-	if err != nil {
-		return err
-	}
+	// The port first: a port another program holds starts no daemon.
 	ln, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
 		return &failedError{msg: fmt.Sprintf("listen on %s: %v", opts.Addr, errors.Unwrap(err)), hint: "another program holds that port; pick another with --addr"}
 	}
 	defer ln.Close()
+	client, err := f.daemonClient(ctx)
+	if err != nil {
+		return err
+	}
 	c := console.New(console.Options{
 		Source: &consoleDaemon{client: client, agent: cfg.Agent.Name, dirs: cfg.Workflows},
 		Title:  cfg.Agent.Name,

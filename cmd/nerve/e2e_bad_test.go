@@ -61,6 +61,8 @@ func TestE2EBadInput(t *testing.T) {
 	}{
 		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{"unknown subcommand", []string{"workflow", "ps"}, 2, `unknown command "ps" for "nerve workflow"`},
+		{"console port out of range", []string{"console", "--addr", "127.0.0.1:99999"}, 2, `--addr "127.0.0.1:99999": address 99999: invalid port`},
+		{"khala port out of range", []string{"khala", "serve", "--addr", ":65536"}, 2, `--addr ":65536": address 65536: invalid port`},
 		{"unknown subcommand two deep", []string{"khala", "user", "delete", "bob"}, 2, `unknown command "delete" for "nerve khala user"`},
 		{"unknown flag", []string{"workflow", "run", review, "--colour"}, 2, "unknown flag: --colour"},
 		{"run without ref", []string{"workflow", "run"}, 2, "takes 1 argument"},

@@ -49,6 +49,19 @@ func TestKhalaServePostgresFlags(t *testing.T) {
 	}
 }
 
+// A database nobody listens on: one line that says why (the driver's
+// reason is on its error's second line), without the password, with the
+// hint, exit 1 (the configuration may be right and the database down).
+func TestE2EKhalaPostgresUnreachable(t *testing.T) {
+	e := newEnv(t)
+	r := e.run("khala", "serve", "--addr", "127.0.0.1:0", "--postgres", "postgres://u:"+khPGSecret+"@"+freeAddr(t)+"/x?sslmode=disable")
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if r.code != 1 || len(lines) != 2 || !strings.Contains(lines[0], "connection refused") ||
+		!strings.HasPrefix(lines[1], "hint: check that PostgreSQL runs") || strings.Contains(r.stderr, khPGSecret) {
+		t.Fatalf("%s", r)
+	}
+}
+
 // khPGDatabase is a fresh database on the test binary's cluster, with a
 // password in its DSN that the trusted superuser does not need: the tests
 // check it never shows.

@@ -103,8 +103,12 @@ func khalaServeRun(ctx context.Context, opts *khalaServeOptions) error {
 	if err != nil {
 		return usageErrorf("use debug, info, warn or error", "--log-level %q: %v", opts.LogLevel, err)
 	}
-	if _, _, err := net.SplitHostPort(opts.Addr); err != nil {
+	_, port, err := net.SplitHostPort(opts.Addr)
+	if err != nil {
 		return usageErrorf("give host:port, e.g. 127.0.0.1:7700 or :7700", "--addr %q: %v", opts.Addr, err)
+	}
+	if err := checkPort(opts.Addr, port); err != nil {
+		return err
 	}
 	if opts.MaxBody < 1024 {
 		return usageErrorf("give at least 1024", "--max-body %d is too small", opts.MaxBody)

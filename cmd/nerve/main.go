@@ -77,11 +77,27 @@ func printError(io *IOStreams, err error) {
 	}
 }
 
+// oneLine puts a message of several lines (a database driver's error
+// lists each address it tried on a line of its own; a tool's output
+// follows its error) on one: the why is often past the first line. A
+// line said already (the driver's second attempt, without TLS) is not
+// said again.
 func oneLine(s string) string {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\n' {
-			return s[:i]
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || seen[line] {
+			continue
 		}
+		seen[line] = true
+		if b.Len() > 0 {
+			if !strings.HasSuffix(b.String(), ":") {
+				b.WriteByte(';')
+			}
+			b.WriteByte(' ')
+		}
+		b.WriteString(line)
 	}
-	return s
+	return b.String()
 }
