@@ -55,7 +55,7 @@ func TestCommandFlags(t *testing.T) {
 		}, []string{"--json"}, daemonStatusOptions{JSON: true}},
 		{"validate", func(f *Factory, got *any) *cobra.Command {
 			return newCmdValidate(f, func(o *validateOptions) error { *got = *o; return nil })
-		}, []string{"--json"}, validateOptions{JSON: true}},
+		}, []string{"--json", "a.yaml", "b.yaml"}, validateOptions{JSON: true, Files: []string{"a.yaml", "b.yaml"}}},
 		{"version", func(f *Factory, got *any) *cobra.Command {
 			return newCmdVersion(f, func(o *versionOptions) error { *got = *o; return nil })
 		}, []string{"--json"}, versionOptions{JSON: true}},

@@ -61,6 +61,8 @@ func TestE2EBadInput(t *testing.T) {
 	}{
 		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{"unknown subcommand", []string{"workflow", "ps"}, 2, `unknown command "ps" for "nerve workflow"`},
+		{"flag of a subcommand", []string{"workspace", "prune", "--bogus"}, 2, "hint: see 'nerve workspace prune --help'"},
+		{"argument to a command of none", []string{"version", "extra"}, 2, "hint: see 'nerve version --help'"},
 		{"console port out of range", []string{"console", "--addr", "127.0.0.1:99999"}, 2, `--addr "127.0.0.1:99999": address 99999: invalid port`},
 		{"khala port out of range", []string{"khala", "serve", "--addr", ":65536"}, 2, `--addr ":65536": address 65536: invalid port`},
 		{"unknown subcommand two deep", []string{"khala", "user", "delete", "bob"}, 2, `unknown command "delete" for "nerve khala user"`},
@@ -150,4 +152,15 @@ func TestE2EValidateReportsEverything(t *testing.T) {
 	if !strings.Contains(js.stdout, `"ok":false`) || !strings.Contains(js.stdout, `"line":5`) {
 		t.Fatalf("validate --json: %s", js)
 	}
+	// Files named are checked too, against the same nerve.yaml.
+	c := e.write("elsewhere/c.yaml", "workflow: c\nmoderator: '{\"done\": true}'\nroles:\n  r: {adapter: phantom, prompt: p}\n")
+	r = e.must(2, "validate", c, filepath.Join(e.home, "nope.yaml"))
+	for _, want := range []string{c + `: roles.r.adapter: unknown adapter "phantom"`, "nope.yaml: no such file or directory", `unknown adapter "ghost"`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("validate of files lacks %q:\n%s", want, r)
+		}
+	}
+	e.write("nerve.yaml", "")
+	os.RemoveAll(filepath.Join(e.home, "workflows"))
+	e.must(0, "validate", repoFile(t, "examples/code-review.yaml"))
 }

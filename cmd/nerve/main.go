@@ -61,11 +61,21 @@ func Main(args []string, io *IOStreams) int {
 	}
 	var ue *usageError
 	if !errors.As(err, &ue) && strings.HasPrefix(err.Error(), "unknown command") {
-		// cobra's own error for a mistyped subcommand
-		err = usageErrorf("see 'nerve --help'", "%s", err.Error())
+		// cobra's own error for a mistyped subcommand, or an argument to
+		// a command that takes none: `unknown command "x" for "nerve validate"`
+		err = usageErrorf("see '"+commandOf(err.Error())+" --help'", "%s", err.Error())
 	}
 	printError(io, err)
 	return exitCodeOf(err)
+}
+
+// commandOf is the command a cobra "unknown command" error names.
+func commandOf(msg string) string {
+	_, after, ok := strings.Cut(msg, ` for "`)
+	if cmd, _, closed := strings.Cut(after, `"`); ok && closed && strings.HasPrefix(cmd, "nerve") {
+		return cmd
+	}
+	return "nerve"
 }
 
 // printError writes one line saying what and why, then a hint line when

@@ -14,7 +14,7 @@ func newCmdRoot(f *Factory) *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&f.configFile, "config", "", "nerve.yaml to use (default $NERVE_HOME/nerve.yaml)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageErrorf("see 'nerve "+c.Name()+" --help'", "%s", err.Error())
+		return usageErrorf("see '"+c.CommandPath()+" --help'", "%s", err.Error())
 	})
 	root.AddCommand(
 		newCmdVersion(f, nil),

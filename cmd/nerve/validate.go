@@ -9,6 +9,7 @@ import (
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/config/validation"
 	"github.com/nerve-agents/nerve/internal/yamlfile"
+	"github.com/nerve-agents/nerve/workflow"
 )
 
 // problem is one thing `nerve validate` found wrong.
@@ -42,15 +43,25 @@ type validateReport struct {
 
 type validateOptions struct {
 	JSON bool
+	// Files are definition files to check besides the configured
+	// directories' (the one being written, before it is pushed or run).
+	Files []string
 }
 
 func newCmdValidate(f *Factory, runF func(*validateOptions) error) *cobra.Command {
 	opts := &validateOptions{}
 	cmd := &cobra.Command{
-		Use:   "validate",
+		Use:   "validate [FILE.yaml...]",
 		Short: "Check nerve.yaml and every workflow definition, reporting all problems",
-		Args:  cobra.NoArgs,
+		Long: `Check nerve.yaml and every workflow definition in the workflow directories,
+and the definition files named, reporting all problems at once: moderators
+compile, schemas are valid, local workflows' roles name adapters that exist,
+reflexes start workflows that exist with inputs they accept. Exit 2 when
+anything is wrong.`,
+		Example: `  nerve validate
+  nerve validate ./my-workflow.yaml --json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Files = args
 			if runF != nil {
 				return runF(opts)
 			}
@@ -62,7 +73,7 @@ func newCmdValidate(f *Factory, runF func(*validateOptions) error) *cobra.Comman
 }
 
 func validateRun(f *Factory, opts *validateOptions) error {
-	rep := validateAll(f)
+	rep := validateAll(f, opts.Files)
 	if opts.JSON {
 		if err := json.NewEncoder(f.IO.Out).Encode(rep); err != nil {
 			return err
@@ -81,9 +92,22 @@ func validateRun(f *Factory, opts *validateOptions) error {
 	return nil
 }
 
-func validateAll(f *Factory) validateReport {
+func validateAll(f *Factory, files []string) validateReport {
 	cfg, err := f.Config()
 	v := validation.CheckLoaded(cfg, err, config.Home(f.Getenv))
+	if err != nil {
+		cfg = config.Defaults(config.Home(f.Getenv)) // as CheckLoaded does
+	}
+	for _, file := range files {
+		w := validation.Workflow{File: file}
+		w.Def, err = workflow.LoadFile(file)
+		if err != nil {
+			w.Problems = validation.Errors(err)
+		} else {
+			w.Name, w.Problems = w.Def.Name, validation.RoleAdapters(w.Def, cfg)
+		}
+		v.Workflows = append(v.Workflows, w)
+	}
 	rep := validateReport{Config: v.File, Workflows: []string{}, Problems: []problem{}}
 	if f.configFile != "" {
 		rep.Config = f.configFile
