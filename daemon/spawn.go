@@ -69,12 +69,11 @@ func Spawn(ctx context.Context, exe string, home string, extraArgs ...string) (i
 // refused its configuration (its exit status 2, the CLI's for usage and
 // configuration errors), which the CLI that started it passes on.
 type StartError struct {
-	Message string
-	hint    string
-	status  int
+	message, hint string
+	status        int
 }
 
-func (e *StartError) Error() string { return "the nerve daemon could not start: " + e.Message }
+func (e *StartError) Error() string { return "the nerve daemon could not start: " + e.message }
 func (e *StartError) Hint() string  { return e.hint }
 
 // ExitCode is 2 for a configuration the daemon refused, else 1.
@@ -91,9 +90,9 @@ func startError(waitErr error, log string, offset int64) *StartError {
 	if errors.As(waitErr, &ee) {
 		e.status = ee.ExitCode()
 	}
-	e.Message, e.hint = logTail(log, offset)
-	if e.Message == "" {
-		e.Message = fmt.Sprintf("it exited (%v) and wrote nothing to its log", waitErr)
+	e.message, e.hint = logTail(log, offset)
+	if e.message == "" {
+		e.message = fmt.Sprintf("it exited (%v) and wrote nothing to its log", waitErr)
 	}
 	return e
 }

@@ -31,11 +31,11 @@ func (f *Factory) daemonClient(ctx context.Context) (*daemon.Client, error) {
 		args = append(args, "--config", f.configFile)
 	}
 	pid, err := daemon.Spawn(ctx, f.Executable, home, args...)
-	var se *daemon.StartError
-	if errors.As(err, &se) {
-		return nil, err // says what the daemon said, with its hint and exit code
-	}
 	if err != nil {
+		var se *daemon.StartError
+		if errors.As(err, &se) {
+			return nil, err // the daemon's own message, hint and exit code
+		}
 		return nil, fmt.Errorf("start the nerve daemon: %w", err)
 	}
 	fmt.Fprintf(f.IO.ErrOut, "nerve: started the daemon in the background (pid %d, NERVE_HOME=%s)\n", pid, home)
