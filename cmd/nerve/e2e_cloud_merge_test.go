@@ -269,7 +269,7 @@ exit $rc
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "agent a to die", func() bool { return syscall.Kill(pid, 0) != nil })
+	waitFor(t, "agent a to die", func() bool { return exited(pid) })
 	b.must(0, "daemon", "start")
 
 	msgs, evs, head := followThread(t, k, b, "split", id)

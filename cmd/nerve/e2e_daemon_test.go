@@ -51,7 +51,7 @@ echo "answer $NERVE_STEP"
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the daemon to die", func() bool { return syscall.Kill(pid, 0) != nil })
+	waitFor(t, "the daemon to die", func() bool { return exited(pid) })
 
 	// The next command starts a new daemon, which resumes the thread and
 	// kills the adapter left behind by the crash.

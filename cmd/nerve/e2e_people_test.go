@@ -147,7 +147,7 @@ func TestE2EHumanTurnSurvivesKill9(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the daemon to die", func() bool { return syscall.Kill(pid, 0) != nil })
+	waitFor(t, "the daemon to die", func() bool { return exited(pid) })
 	// The answer starts a new daemon; it is recorded whether or not the
 	// resumed thread's turn is waiting yet.
 	e.must(0, "thread", "answer", "release#thread-1", "ok", "--meta", `{"approved": true}`)

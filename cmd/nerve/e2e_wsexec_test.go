@@ -47,7 +47,7 @@ roles:
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the daemon to die", func() bool { return syscall.Kill(pid, 0) != nil })
+	waitFor(t, "the daemon to die", func() bool { return exited(pid) })
 
 	r := e.must(0, "workflow", "logs", "slow#thread-1", "-f")
 	if !strings.Contains(r.stdout, "resumed at step 2") || !strings.Contains(r.stdout, "thread-1 completed") {

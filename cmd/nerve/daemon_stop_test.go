@@ -1,0 +1,41 @@
+package main
+
+import (
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A process that has exited but is not reaped yet (a zombie) has
+// stopped: `daemon stop` must not wait for a late init to reap the daemon.
+func TestExitedSeesZombies(t *testing.T) {
+	done := exec.Command("true")
+	if err := done.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := done.Process.Pid
+	deadline := time.Now().Add(10 * time.Second)
+	for !exited(pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("an exited, unreaped process is not seen as exited")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if syscall.Kill(pid, 0) != nil {
+		t.Fatal("the process was reaped already: the test proves nothing")
+	}
+	done.Wait()
+	if !exited(pid) {
+		t.Fatal("a reaped process is not seen as exited")
+	}
+
+	running := exec.Command("sleep", "30")
+	if err := running.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { running.Process.Kill(); running.Wait() }()
+	if exited(running.Process.Pid) {
+		t.Fatal("a running process is seen as exited")
+	}
+}
