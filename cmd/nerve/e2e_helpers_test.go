@@ -54,6 +54,14 @@ func nerveBin(tb testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
+	// A -race binary sleeps a second at exit (the race runtime's
+	// atexit_sleep_ms), so under `make test` every nerve command an e2e
+	// test runs, and every daemon it stops, took a second more: most of
+	// this package's time. The processes inherit this; races are still
+	// reported, and fail the test (exit 66).
+	if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
+		os.Setenv("GORACE", strings.TrimSpace(g+" atexit_sleep_ms=0"))
+	}
 	code := m.Run()
 	os.RemoveAll(binDir)
 	os.Exit(code)
