@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
-	"strings"
 	"syscall"
 )
 
@@ -95,19 +93,10 @@ func (r *runner) turnOf(pid int) string {
 
 // parentPID reads field 4 of /proc/PID/stat; 0 when it cannot.
 func parentPID(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	fields, err := procStat(pid)
+	if err != nil || len(fields) < 2 {
 		return 0
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 2 {
-		return 0
-	}
-	n, _ := strconv.Atoi(f[1])
+	n, _ := strconv.Atoi(fields[1])
 	return n
 }

@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -108,19 +110,43 @@ func sameStart(cur, rec string) bool {
 
 // procStartTime reads a process's start time (field 22 of /proc/PID/stat).
 func procStartTime(pid int) (string, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	fields, err := procStat(pid)
 	if err != nil {
 		return "", err
 	}
-	// The command name (field 2) may hold spaces; fields resume after ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return "", fmt.Errorf("malformed stat")
-	}
-	fields := strings.Fields(s[i+1:])
 	if len(fields) < 20 {
 		return "", fmt.Errorf("malformed stat")
 	}
 	return fields[19], nil
+}
+
+// procStat returns the fields of /proc/PID/stat after the command name
+// (field 3, the state, first), which may hold spaces and parentheses.
+func procStat(pid int) ([]string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("malformed stat")
+	}
+	return strings.Fields(s[i+1:]), nil
+}
+
+// Exited reports whether process pid is gone: no such process, or one
+// that has exited and waits for its parent to reap it (a zombie). A
+// daemon runs in its own session, so its parent is init, and an init that
+// reaps late or never (a container's shell or sleep as PID 1) would keep
+// a wait for its exit going long after it is done.
+func Exited(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return true
+	}
+	fields, err := procStat(pid)
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	return len(fields) > 0 && (fields[0] == "Z" || fields[0] == "X")
 }

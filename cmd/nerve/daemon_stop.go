@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -87,7 +83,7 @@ func waitExit(ctx context.Context, pid int, timeout time.Duration) error {
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	for !exited(pid) {
+	for !daemon.Exited(pid) { // a zombie is done too: init may reap it late
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
@@ -95,22 +91,4 @@ func waitExit(ctx context.Context, pid int, timeout time.Duration) error {
 		}
 	}
 	return nil
-}
-
-// exited reports whether process pid is gone: no such process, or one
-// that has exited and waits for its parent to reap it (a zombie). The
-// daemon runs in its own session, so its parent is init, and an init that
-// reaps late or never (a container's shell or sleep as PID 1) would keep
-// `daemon stop` waiting long after the daemon is done (here: 1.2 s).
-func exited(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return true
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return errors.Is(err, fs.ErrNotExist)
-	}
-	// The state follows the command name, which may hold spaces: ") Z ...".
-	i := bytes.LastIndexByte(stat, ')')
-	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/nerve-agents/nerve/daemon"
 )
 
 // The fan-out example starts one child code-review per item, in parallel,
@@ -130,7 +132,7 @@ echo "done $NERVE_ROLE"
 	waitFor(t, "the child's turn to hang", func() bool { return len(processesWith(marker)) > 0 })
 	pid := e.daemonPID()
 	syscall.Kill(pid, syscall.SIGKILL)
-	waitFor(t, "the daemon to die", func() bool { return exited(pid) })
+	waitFor(t, "the daemon to die", func() bool { return daemon.Exited(pid) })
 	r := e.must(0, "workflow", "logs", "mom#thread-1", "-f")
 	if !strings.Contains(r.stdout, "thread-1 completed") || !strings.Contains(r.stdout, "done w") {
 		t.Fatalf("the parent after the restart:\n%s", r)

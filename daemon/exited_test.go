@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"os/exec"
@@ -8,7 +8,8 @@ import (
 )
 
 // A process that has exited but is not reaped yet (a zombie) has
-// stopped: `daemon stop` must not wait for a late init to reap the daemon.
+// stopped: `nerve daemon stop` must not wait for a late init to reap the
+// daemon.
 func TestExitedSeesZombies(t *testing.T) {
 	done := exec.Command("true")
 	if err := done.Start(); err != nil {
@@ -16,7 +17,7 @@ func TestExitedSeesZombies(t *testing.T) {
 	}
 	pid := done.Process.Pid
 	deadline := time.Now().Add(10 * time.Second)
-	for !exited(pid) {
+	for !Exited(pid) {
 		if time.Now().After(deadline) {
 			t.Fatal("an exited, unreaped process is not seen as exited")
 		}
@@ -26,7 +27,7 @@ func TestExitedSeesZombies(t *testing.T) {
 		t.Fatal("the process was reaped already: the test proves nothing")
 	}
 	done.Wait()
-	if !exited(pid) {
+	if !Exited(pid) {
 		t.Fatal("a reaped process is not seen as exited")
 	}
 
@@ -35,7 +36,7 @@ func TestExitedSeesZombies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { running.Process.Kill(); running.Wait() }()
-	if exited(running.Process.Pid) {
+	if Exited(running.Process.Pid) {
 		t.Fatal("a running process is seen as exited")
 	}
 }
