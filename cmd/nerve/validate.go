@@ -9,7 +9,6 @@ import (
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/config/validation"
 	"github.com/nerve-agents/nerve/internal/yamlfile"
-	"github.com/nerve-agents/nerve/workflow"
 )
 
 // problem is one thing `nerve validate` found wrong.
@@ -94,20 +93,7 @@ func validateRun(f *Factory, opts *validateOptions) error {
 
 func validateAll(f *Factory, files []string) validateReport {
 	cfg, err := f.Config()
-	v := validation.CheckLoaded(cfg, err, config.Home(f.Getenv))
-	if err != nil {
-		cfg = config.Defaults(config.Home(f.Getenv)) // as CheckLoaded does
-	}
-	for _, file := range files {
-		w := validation.Workflow{File: file}
-		w.Def, err = workflow.LoadFile(file)
-		if err != nil {
-			w.Problems = validation.Errors(err)
-		} else {
-			w.Name, w.Problems = w.Def.Name, validation.RoleAdapters(w.Def, cfg)
-		}
-		v.Workflows = append(v.Workflows, w)
-	}
+	v := validation.CheckLoaded(cfg, err, config.Home(f.Getenv), files...)
 	rep := validateReport{Config: v.File, Workflows: []string{}, Problems: []problem{}}
 	if f.configFile != "" {
 		rep.Config = f.configFile

@@ -20,7 +20,8 @@ type Report struct {
 	// Config holds nerve.yaml's problems: its own, and its references to
 	// workflows. A reload refuses a file that has any.
 	Config yamlfile.Errors
-	// Workflows are the definitions found, sorted by name.
+	// Workflows are the definitions found, sorted by name, then the files
+	// named (CheckLoaded).
 	Workflows []Workflow
 }
 
@@ -50,22 +51,24 @@ func (r Report) Problems() yamlfile.Errors {
 // a local workflow's roles name adapters that exist, and reflexes name
 // local workflows that exist and inputs they accept.
 func Check(cfg *config.Config) Report {
-	return check(cfg, nil)
+	return check(cfg, nil, nil)
 }
 
-// CheckLoaded is Check of what config.Load returned. When loading failed,
-// its problems are reported and the workflows are still checked, from the
-// default directory of home, so that one run shows everything.
-func CheckLoaded(cfg *config.Config, err error, home string) Report {
+// CheckLoaded is Check of what config.Load returned, and of the
+// definition files named besides the configured directories' (their
+// roles' adapters checked against the same configuration). When loading
+// failed, its problems are reported and the workflows are still checked,
+// from the default directory of home, so that one run shows everything.
+func CheckLoaded(cfg *config.Config, err error, home string, files ...string) Report {
 	if err == nil {
-		return check(cfg, nil)
+		return check(cfg, nil, files)
 	}
 	cfg = config.Defaults(home)
 	cfg.Workflows = []string{config.Paths{Home: home}.Workflows()}
-	return check(cfg, Errors(err))
+	return check(cfg, Errors(err), files)
 }
 
-func check(cfg *config.Config, loadErrs yamlfile.Errors) Report {
+func check(cfg *config.Config, loadErrs yamlfile.Errors, files []string) Report {
 	file := cfg.File
 	if file == "" {
 		file = config.Paths{Home: cfg.Home}.Config()
@@ -79,6 +82,17 @@ func check(cfg *config.Config, loadErrs yamlfile.Errors) Report {
 		} else {
 			defs[e.Name] = e.Def
 			w.Problems = RoleAdapters(e.Def, cfg)
+		}
+		rep.Workflows = append(rep.Workflows, w)
+	}
+	// Named files are checked, not discovered: no reflex can start them.
+	for _, file := range files {
+		w := Workflow{File: file}
+		def, err := workflow.LoadFile(file)
+		if err != nil {
+			w.Problems = Errors(err)
+		} else {
+			w.Name, w.Def, w.Problems = def.Name, def, RoleAdapters(def, cfg)
 		}
 		rep.Workflows = append(rep.Workflows, w)
 	}

@@ -141,3 +141,25 @@ func TestCheckLoadedGoesOn(t *testing.T) {
 		t.Fatalf("workflows: %+v", rep.Workflows)
 	}
 }
+
+// Files named are checked after the discovered workflows, against the
+// same configuration (here the defaults, nerve.yaml being bad), and a
+// missing one is a problem of the report.
+func TestCheckLoadedFiles(t *testing.T) {
+	dir, cfg, err := home(t, "adapters:\n  x: {type: clod}\n", map[string]string{"w.yaml": def("w", "claude")})
+	named := filepath.Join(t.TempDir(), "named.yaml")
+	write(t, named, def("named", "phantom"))
+	missing := filepath.Join(dir, "missing.yaml")
+	rep := validation.CheckLoaded(cfg, err, dir, named, missing)
+	if len(rep.Workflows) != 3 || rep.Workflows[0].Name != "w" || len(rep.Workflows[0].Problems) != 0 {
+		t.Fatalf("workflows: %+v", rep.Workflows)
+	}
+	if w := rep.Workflows[1]; w.Name != "named" || w.Def == nil || len(w.Problems) != 1 ||
+		!strings.Contains(w.Problems[0].Error(), `roles.a.adapter: unknown adapter "phantom"`) {
+		t.Fatalf("named file: %+v", w)
+	}
+	if w := rep.Workflows[2]; w.File != missing || w.Def != nil || len(w.Problems) != 1 ||
+		!strings.Contains(w.Problems[0].Error(), "no such file") {
+		t.Fatalf("missing file: %+v", w)
+	}
+}
