@@ -59,10 +59,10 @@ func Main(args []string, io *IOStreams) int {
 	if errors.As(err, &se) {
 		return se.code
 	}
-	var ue *usageError
-	if !errors.As(err, &ue) && strings.HasPrefix(err.Error(), "unknown command") {
-		// cobra's own error for a mistyped subcommand, or an argument to
-		// a command that takes none: `unknown command "x" for "nerve validate"`
+	if strings.HasPrefix(err.Error(), "unknown command") {
+		// cobra's (and a command group's) error for a mistyped subcommand,
+		// or an argument to a command that takes none:
+		// `unknown command "x" for "nerve validate"`
 		err = usageErrorf("see '"+commandOf(err.Error())+" --help'", "%s", err.Error())
 	}
 	printError(io, err)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 )
 
@@ -53,6 +55,7 @@ func rejectUnknownSubcommands(c *cobra.Command) {
 		if len(args) == 0 || args[0] == "help" {
 			return c.Help()
 		}
-		return usageErrorf("see '"+c.CommandPath()+" --help'", "unknown command %q for %q", args[0], c.CommandPath())
+		// cobra's own wording: Main makes it a usage error with its hint
+		return fmt.Errorf("unknown command %q for %q", args[0], c.CommandPath())
 	}
 }
