@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -191,7 +189,7 @@ func khThroughput(b *testing.B, kb khBench, capacity int) {
 		creating += time.Since(start)
 		b.StartTimer()
 		start = time.Now()
-		server0, db0, self0 := khCPU(b, ps), khPostgresCPU(), khProcCPU(os.Getpid())
+		server0, db0, self0 := khCPU(b, ps), pgtest.ServerCPU(), pgtest.ProcCPU(os.Getpid())
 		var answered atomic.Int64
 		var wg sync.WaitGroup
 		for _, a := range agents {
@@ -237,8 +235,8 @@ func khThroughput(b *testing.B, kb khBench, capacity int) {
 		wg.Wait()
 		turns += time.Since(start)
 		serverCPU += khCPU(b, ps) - server0
-		dbCPU += khPostgresCPU() - db0
-		agentCPU += khProcCPU(os.Getpid()) - self0
+		dbCPU += pgtest.ServerCPU() - db0
+		agentCPU += pgtest.ProcCPU(os.Getpid()) - self0
 		total += 4000
 	}
 	b.ReportMetric(float64(total)/turns.Seconds(), "turns/s")
@@ -260,43 +258,9 @@ func khThroughput(b *testing.B, kb khBench, capacity int) {
 func khCPU(b *testing.B, ps []*khProc) time.Duration {
 	var d time.Duration
 	for _, p := range ps {
-		d += khProcCPU(p.cmd.Process.Pid)
+		d += pgtest.ProcCPU(p.cmd.Process.Pid)
 	}
 	return d
-}
-
-// khPostgresCPU is the CPU time every live postgres process has used:
-// on a bench machine, the test cluster's.
-func khPostgresCPU() time.Duration {
-	var d time.Duration
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) == "postgres" {
-			d += khProcCPU(pid)
-		}
-	}
-	return d
-}
-
-// khProcCPU reads a process's user and system time from /proc (in clock
-// ticks of 10ms, as Linux counts them for /proc).
-func khProcCPU(pid int) time.Duration {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name, which may hold spaces: ") S ppid ...".
-	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // 10,000 open threads with one queued turn each: how long a claim takes

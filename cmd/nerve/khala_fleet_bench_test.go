@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/nerve-agents/nerve/khala/pgtest"
 )
 
 // BenchmarkKhalaFleet is a fleet on one Khala: agents (default 1,000),
@@ -115,13 +117,13 @@ func khFleet(b *testing.B, kb khBench) {
 			go func() { defer wg.Done(); khFleetHold(ctx, run, a, held[i], lease, i < dead, window/5, i, n) }()
 			go func() { defer wg.Done(); khFleetPoll(ctx, run, a, i < dead) }()
 		}
-		io0, cpu0, db0, pg0 := khFleetWrites(ps), khCPU(b, ps), khPostgresCPU(), khFleetPG(b, dsn)
+		io0, cpu0, db0, pg0 := khFleetWrites(ps), khCPU(b, ps), pgtest.ServerCPU(), khFleetPG(b, dsn)
 		start := time.Now()
 		wg.Add(1)
 		go func() { defer wg.Done(); khFleetCreate(ctx, run, agents, rate, window-2*lease-lease/2) }()
 		<-ctx.Done()
 		elapsed := time.Since(start)
-		io1, cpu1, db1, pg1 := khFleetWrites(ps), khCPU(b, ps), khPostgresCPU(), khFleetPG(b, dsn)
+		io1, cpu1, db1, pg1 := khFleetWrites(ps), khCPU(b, ps), pgtest.ServerCPU(), khFleetPG(b, dsn)
 		stop()
 		wg.Wait()
 		khFleetReport(b, kb, run, ps, elapsed, lease, n, dead, cpu1-cpu0, db1-db0, io1-io0, pg0, pg1)

@@ -30,11 +30,13 @@ import (
 // (a claim, a heartbeat); its new turns are rows nobody else can see.
 
 // claimSQL leases up to $1 queued turns in one statement and records a
-// turn.started event for each. $4 holds one fresh claim id per turn.
+// turn.started event for each. $4 holds one fresh claim id per turn, $5
+// the agent each claim id is for (several agents' claims may share a
+// statement: claimbatch.go).
 var claimSQL = `WITH ` + pickedCTE("$1", "$2", "$3") + `, numbered AS (
 	SELECT thread, step, row_number() OVER (ORDER BY thread, step) AS rn FROM picked
 ), claimed AS (
-	UPDATE khala_turns t SET state = 'claimed', claim = ($4::text[])[n.rn], agent = $5, claimed_at = $6,
+	UPDATE khala_turns t SET state = 'claimed', claim = ($4::text[])[n.rn], agent = ($5::text[])[n.rn], claimed_at = $6,
 		lease_expires = $6 + t.lease, idle_at = 0, rev = t.rev + 1
 	FROM numbered n WHERE t.thread = n.thread AND t.step = n.step
 	RETURNING t.*
@@ -93,7 +95,7 @@ const queuedSiblings = `(SELECT count(*) FILTER (WHERE q.state = 'queued') FROM 
 func warmClaims(ctx context.Context, conn *pgx.Conn) error {
 	none := []string{}
 	if _, err := conn.Exec(ctx, "EXPLAIN "+claimOneSQL, pgx.QueryExecModeSimpleProtocol, none, none, "warm", "warm", int64(0)); err == nil {
-		_, _ = conn.Exec(ctx, "EXPLAIN "+claimSQL, pgx.QueryExecModeSimpleProtocol, 2, none, none, []string{"warm", "warm"}, "warm", int64(0))
+		_, _ = conn.Exec(ctx, "EXPLAIN "+claimSQL, pgx.QueryExecModeSimpleProtocol, 2, none, none, []string{"warm", "warm"}, []string{"warm", "warm"}, int64(0))
 	}
 	return nil
 }
@@ -123,12 +125,9 @@ const claimViewCols = `COALESCE(th.th_version, 0), COALESCE(th.th_pending, '{}')
 FROM claimed c LEFT JOIN LATERAL (SELECT version AS th_version, pending AS th_pending, record AS th_record
 	FROM khala_threads WHERE n = c.thread) th ON true`
 
-// Claim implements Storage.
-func (p *Store) Claim(ctx context.Context, q khaladb.ClaimQuery) ([]khaladb.Turn, error) {
-	claims := make([]string, q.Max)
-	for i := range claims {
-		claims[i] = khaladb.NewClaimID()
-	}
+// claimStatement leases up to len(claims) turns matching q's filters, one
+// per claim id, each for the agent beside its id, at q.Now.
+func (p *Store) claimStatement(ctx context.Context, q khaladb.ClaimQuery, claims, agents []string) ([]khaladb.Turn, error) {
 	wfs, roles := q.Workflows, q.Roles
 	if wfs == nil {
 		wfs = []string{}
@@ -144,10 +143,10 @@ func (p *Store) Claim(ctx context.Context, q khaladb.ClaimQuery) ([]khaladb.Turn
 	siblings := false
 	var views []claimView
 	var rows pgx.Rows
-	if q.Max == 1 {
-		rows, _ = p.pool.Query(ctx, claimOneSQL, wfs, roles, claims[0], q.Agent, shared.Nanos(q.Now))
+	if len(claims) == 1 {
+		rows, _ = p.pool.Query(ctx, claimOneSQL, wfs, roles, claims[0], agents[0], shared.Nanos(q.Now))
 	} else {
-		rows, _ = p.pool.Query(ctx, claimSQL, q.Max, wfs, roles, claims, q.Agent, shared.Nanos(q.Now))
+		rows, _ = p.pool.Query(ctx, claimSQL, len(claims), wfs, roles, claims, agents, shared.Nanos(q.Now))
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (khaladb.Turn, error) {
 		var (

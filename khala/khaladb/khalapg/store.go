@@ -43,11 +43,12 @@ type Store struct {
 	display string // the DSN without its password, for logs
 	secret  string // the password, scrubbed from every error
 
-	hints  *khaladb.Hints
-	notify *pgNotifier
-	msgs   shared.Messages
-	agents shared.Agents
-	views  claimViews
+	hints   *khaladb.Hints
+	notify  *pgNotifier
+	msgs    shared.Messages
+	agents  shared.Agents
+	views   claimViews
+	batches claimBatches
 
 	stop   context.CancelFunc
 	wg     sync.WaitGroup

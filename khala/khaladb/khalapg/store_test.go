@@ -18,18 +18,23 @@ import (
 	"github.com/nerve-agents/nerve/khala/pgtest"
 )
 
-func pgQueryInt(t *testing.T, dsn, sql string) int {
+func pgQueryInt(t *testing.T, dsn, sql string) int { return pgQuery[int](t, dsn, sql) }
+
+func pgQueryString(t *testing.T, dsn, sql string) string { return pgQuery[string](t, dsn, sql) }
+
+// pgQuery is the one value sql selects.
+func pgQuery[T any](t *testing.T, dsn, sql string) T {
 	t.Helper()
 	conn, err := pgx.Connect(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	var n int
-	if err := conn.QueryRow(t.Context(), sql).Scan(&n); err != nil {
+	var v T
+	if err := conn.QueryRow(t.Context(), sql).Scan(&v); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
-	return n
+	return v
 }
 
 func pgExec(t *testing.T, dsn, sql string) {

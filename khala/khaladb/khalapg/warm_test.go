@@ -25,7 +25,7 @@ func TestWarmClaimsPlans(t *testing.T) {
 	if _, err := conn.Exec(t.Context(), "EXPLAIN "+claimOneSQL, pgx.QueryExecModeSimpleProtocol, none, none, "warm", "warm", int64(0)); err != nil {
 		t.Fatalf("EXPLAIN claimOneSQL: %v", err)
 	}
-	if _, err := conn.Exec(t.Context(), "EXPLAIN "+claimSQL, pgx.QueryExecModeSimpleProtocol, 2, none, none, []string{"warm", "warm"}, "warm", int64(0)); err != nil {
+	if _, err := conn.Exec(t.Context(), "EXPLAIN "+claimSQL, pgx.QueryExecModeSimpleProtocol, 2, none, none, []string{"warm", "warm"}, []string{"warm", "warm"}, int64(0)); err != nil {
 		t.Fatalf("EXPLAIN claimSQL: %v", err)
 	}
 	if err := warmClaims(t.Context(), conn); err != nil {
@@ -94,7 +94,7 @@ func TestClaimPlansCountSiblingsByKey(t *testing.T) {
 			return conn.Query(t.Context(), "EXPLAIN "+claimOneSQL, none, none, "c", "a", int64(0))
 		},
 		"claimSQL": func() (pgx.Rows, error) {
-			return conn.Query(t.Context(), "EXPLAIN "+claimSQL, 2, none, none, []string{"c1", "c2"}, "a", int64(0))
+			return conn.Query(t.Context(), "EXPLAIN "+claimSQL, 2, none, none, []string{"c1", "c2"}, []string{"a", "b"}, int64(0))
 		},
 	} {
 		rows, err := run()
