@@ -162,19 +162,8 @@ func changeText(p changeParts) string {
 }
 
 func buildChangeText(p changeParts) string {
-	var i int
-	arg := func() string {
-		i++
-		return "$" + strconv.Itoa(i)
-	}
-	// args are the next len(casts) arguments, each with its cast.
-	args := func(casts ...string) string {
-		ph := make([]string, len(casts))
-		for k, c := range casts {
-			ph[k] = arg() + c
-		}
-		return strings.Join(ph, ", ")
-	}
+	var ph placeholders
+	arg, args := ph.arg, ph.args
 	thread, wf, status, ver, record, pend := arg(), arg(), arg(), arg(), arg(), arg()
 	var ctes, checks []string
 	create := p&partCreate != 0
@@ -188,18 +177,7 @@ func buildChangeText(p changeParts) string {
 	checks = append(checks, "(SELECT count(*) FROM th) = 1")
 	if p&partTurns != 0 {
 		steps := arg()
-		ctes = append(ctes, `tu AS (INSERT INTO khala_turns AS k (`+turnCols+`)
-	SELECT `+thread+`, u.* FROM unnest(`+steps+`::int[], `+args("::text[]", "::text[]", "::text[]",
-			"::bigint[]", "::int[]", "::int[]", "::bigint[]", "::bigint[]", "::text[]", "::text[]", "::bigint[]", "::bigint[]",
-			"::bigint[]", "::bigint[]", "::bigint[]", "::text[]", "::text[]", "::text[]", "::int[]")+`) AS u
-	ON CONFLICT (thread, step) DO UPDATE SET workflow = EXCLUDED.workflow, role = EXCLUDED.role, state = EXCLUDED.state,
-		rev = EXCLUDED.rev, attempt = EXCLUDED.attempt, max_attempts = EXCLUDED.max_attempts, lease = EXCLUDED.lease,
-		idle = EXCLUDED.idle, claim = EXCLUDED.claim, agent = EXCLUDED.agent, first_queued = EXCLUDED.first_queued,
-		queued_at = EXCLUDED.queued_at, claimed_at = EXCLUDED.claimed_at, lease_expires = EXCLUDED.lease_expires,
-		idle_at = EXCLUDED.idle_at, instruction = EXCLUDED.instruction, prompt = EXCLUDED.prompt, child = EXCLUDED.child,
-		priority = EXCLUDED.priority
-	WHERE k.rev = EXCLUDED.rev - 1
-	RETURNING 1)`)
+		ctes = append(ctes, turnsUpsertCTE(`SELECT `+thread+`, u.* FROM unnest(`+steps+`::int[], `+turnArgs(args)+`) AS u`))
 		checks = append(checks, "(SELECT count(*) FROM tu) = cardinality("+steps+"::int[])")
 	}
 	if p&partMessages != 0 {
@@ -223,8 +201,7 @@ func buildChangeText(p changeParts) string {
 		if p&partEvents != 0 {
 			ctes = append(ctes, `ev AS (INSERT INTO khala_events (thread, seq, at, type, step, role, agent, adapter, message, status, turn, claim, attempt)
 	SELECT `+thread+`, b.base + u.ord, u.at, u.type, u.step, u.role, u.agent, u.adapter, u.message, u.status, u.turn, u.claim, u.attempt
-	FROM seq b, unnest(`+at+`::bigint[], `+args("::text[]", "::int[]", "::text[]", "::text[]",
-				"::text[]", "::text[]", "::text[]", "::text[]", "::text[]", "::int[]")+`)
+	FROM seq b, unnest(`+at+`::bigint[], `+eventArgs(args)+`)
 		WITH ORDINALITY AS u(at, type, step, role, agent, adapter, message, status, turn, claim, attempt, ord)
 	RETURNING seq)`)
 			seqs = "ARRAY(SELECT seq FROM ev ORDER BY seq)"
@@ -241,6 +218,51 @@ func buildChangeText(p changeParts) string {
 	}
 	return "WITH " + strings.Join(ctes, ",\n") + "\nSELECT CASE WHEN " + strings.Join(checks, " AND ") +
 		" THEN 1 ELSE khala_stale() END, " + seqs + ", " + ids
+}
+
+// placeholders numbers a statement's arguments.
+type placeholders int
+
+// arg is the next argument's placeholder.
+func (n *placeholders) arg() string {
+	*n++
+	return "$" + strconv.Itoa(int(*n))
+}
+
+// args are the next len(casts) arguments' placeholders, each with its cast.
+func (n *placeholders) args(casts ...string) string {
+	ph := make([]string, len(casts))
+	for k, c := range casts {
+		ph[k] = n.arg() + c
+	}
+	return strings.Join(ph, ", ")
+}
+
+// turnsUpsertCTE writes the turns rows selects (turnCols, in order): new
+// ones inserted, changed ones only at the revision read.
+func turnsUpsertCTE(rows string) string {
+	return `tu AS (INSERT INTO khala_turns AS k (` + turnCols + `)
+	` + rows + `
+	ON CONFLICT (thread, step) DO UPDATE SET workflow = EXCLUDED.workflow, role = EXCLUDED.role, state = EXCLUDED.state,
+		rev = EXCLUDED.rev, attempt = EXCLUDED.attempt, max_attempts = EXCLUDED.max_attempts, lease = EXCLUDED.lease,
+		idle = EXCLUDED.idle, claim = EXCLUDED.claim, agent = EXCLUDED.agent, first_queued = EXCLUDED.first_queued,
+		queued_at = EXCLUDED.queued_at, claimed_at = EXCLUDED.claimed_at, lease_expires = EXCLUDED.lease_expires,
+		idle_at = EXCLUDED.idle_at, instruction = EXCLUDED.instruction, prompt = EXCLUDED.prompt, child = EXCLUDED.child,
+		priority = EXCLUDED.priority
+	WHERE k.rev = EXCLUDED.rev - 1
+	RETURNING 1)`
+}
+
+// turnArgs are the placeholders of turnArrays' columns.
+func turnArgs(args func(casts ...string) string) string {
+	return args("::text[]", "::text[]", "::text[]", "::bigint[]", "::int[]", "::int[]", "::bigint[]", "::bigint[]",
+		"::text[]", "::text[]", "::bigint[]", "::bigint[]", "::bigint[]", "::bigint[]", "::bigint[]", "::text[]", "::text[]",
+		"::text[]", "::int[]")
+}
+
+// eventArgs are the placeholders of eventArrays' columns.
+func eventArgs(args func(casts ...string) string) string {
+	return args("::text[]", "::int[]", "::text[]", "::text[]", "::text[]", "::text[]", "::text[]", "::text[]", "::text[]", "::int[]")
 }
 
 // turnSteps is the step of each turn.

@@ -4,26 +4,15 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/nerve-agents/nerve/khala/khaladb"
 )
 
-// Claims of one replica share statements. A claim whose filters match one
-// already under way waits for it and then goes in the next statement with
-// every other claim that came meanwhile (a group commit of claims): the
-// database sets up a statement's plan at each execution, which costs more
-// than claiming a turn, so a claim of eight turns costs it about a fifth
-// of eight claims of one (BenchmarkClaimBatch). A claim that finds none of
-// its filters under way runs at once, as before; the wait is at most one
-// statement's time, and only while the replica is claiming anyway.
-
-// claimBatches groups a replica's concurrent claims by their filters.
+// claimBatches shares statements among a replica's concurrent claims of
+// the same filters (batch.go).
 type claimBatches struct {
-	mu      sync.Mutex
-	running map[string]*claimBatch // a statement of these filters is under way; the batch that waits for it, or nil
-
+	batcher[khaladb.ClaimQuery, []khaladb.Turn]
 	claims, statements atomic.Int64
 }
 
@@ -36,16 +25,6 @@ func (p *Store) ClaimStats() ClaimStats {
 	return ClaimStats{Claims: p.batches.claims.Load(), Statements: p.batches.statements.Load()}
 }
 
-// claimBatch is claims that go in one statement.
-type claimBatch struct {
-	qs    []khaladb.ClaimQuery
-	ctxs  []context.Context
-	start chan struct{} // closed when the batch may run: its first claim runs it
-	done  chan struct{} // closed when out and err are set
-	out   [][]khaladb.Turn
-	err   error
-}
-
 // filterKey is what claims must share to go in one statement.
 func filterKey(q khaladb.ClaimQuery) string {
 	return strings.Join(q.Workflows, "\x00") + "\x01" + strings.Join(q.Roles, "\x00")
@@ -53,83 +32,9 @@ func filterKey(q khaladb.ClaimQuery) string {
 
 // Claim implements Storage.
 func (p *Store) Claim(ctx context.Context, q khaladb.ClaimQuery) ([]khaladb.Turn, error) {
-	key := filterKey(q)
-	g := &p.batches
-	g.mu.Lock()
-	if g.running == nil {
-		g.running = map[string]*claimBatch{}
-	}
-	b, busy := g.running[key]
-	if !busy {
-		g.running[key] = nil
-		g.mu.Unlock()
-		out, err := p.claimTurns(ctx, []khaladb.ClaimQuery{q})
-		p.claimed(key)
-		if err != nil {
-			return nil, err
-		}
-		return out[0], nil
-	}
-	first := b == nil
-	if first {
-		b = &claimBatch{start: make(chan struct{}), done: make(chan struct{})}
-		g.running[key] = b
-	}
-	i := len(b.qs)
-	b.qs, b.ctxs = append(b.qs, q), append(b.ctxs, ctx)
-	g.mu.Unlock()
-	if first {
-		<-b.start
-		p.runBatch(b)
-		p.claimed(key)
-	} else {
-		<-b.done
-	}
-	if b.err != nil {
-		return nil, b.err
-	}
-	return b.out[i], nil
-}
-
-// claimed ends a statement of filters key: the batch that waited for it
-// runs next.
-func (p *Store) claimed(key string) {
-	g := &p.batches
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	b := g.running[key]
-	if b == nil {
-		delete(g.running, key)
-		return
-	}
-	g.running[key] = nil // b is under way; claims that come now wait for it
-	close(b.start)
-}
-
-// runBatch runs b's claims in one statement, which is cancelled only when
-// every claim in it is: the turns of a claim whose caller has gone are
-// still returned to it, and given back by the server as any claim's are.
-func (p *Store) runBatch(b *claimBatch) {
-	defer close(b.done)
-	if !slices.ContainsFunc(b.ctxs, func(c context.Context) bool { return c.Err() == nil }) {
-		b.err = p.fail("claim", context.Cause(b.ctxs[0]))
-		return
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(b.ctxs[0]))
-	defer cancel()
-	var mu sync.Mutex
-	left := len(b.ctxs)
-	for _, c := range b.ctxs {
-		stop := context.AfterFunc(c, func() {
-			mu.Lock()
-			defer mu.Unlock()
-			if left--; left == 0 {
-				cancel()
-			}
-		})
-		defer stop()
-	}
-	b.out, b.err = p.claimTurns(ctx, b.qs)
+	// An error is claimStatement's, or the context's when every claim of
+	// its batch was cancelled before it ran.
+	return p.batches.do(ctx, filterKey(q), q, p.claimTurns)
 }
 
 // claimTurns claims for each of qs (all of one filter) in one statement:

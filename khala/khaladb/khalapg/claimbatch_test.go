@@ -25,38 +25,46 @@ type claimResult struct {
 // got once that statement ended: they share the next one.
 func batchClaims(t *testing.T, p *Store, ctxs []context.Context, qs []khaladb.ClaimQuery) []claimResult {
 	t.Helper()
-	key := filterKey(qs[0])
-	g := &p.batches
+	out := make([]claimResult, len(qs))
+	underWay(t, &p.batches.batcher, filterKey(qs[0]), len(qs), func(i int) {
+		out[i].turns, out[i].err = p.Claim(ctxs[i], qs[i])
+	})
+	return out
+}
+
+// underWay makes calls 0..n-1 of key (call i makes the i-th) come while a
+// run of key is under way, each in its own goroutine, then ends that run
+// and returns once they have returned: they share the next run.
+func underWay[Q, R any](t *testing.T, g *batcher[Q, R], key string, n int, call func(i int)) {
+	t.Helper()
 	g.mu.Lock()
 	if g.running == nil {
-		g.running = map[string]*claimBatch{}
+		g.running = map[string]*batch[Q, R]{}
 	}
-	g.running[key] = nil // as if a claim's statement were under way
+	g.running[key] = nil // as if a run were under way
 	g.mu.Unlock()
-	out := make([]claimResult, len(qs))
 	var wg sync.WaitGroup
-	for i, q := range qs {
+	for i := range n {
+		wg.Go(func() { call(i) })
 		// One at a time, so the batch holds them in this order.
-		wg.Go(func() { out[i].turns, out[i].err = p.Claim(ctxs[i], q) })
 		for deadline := time.Now().Add(10 * time.Second); ; {
 			g.mu.Lock()
-			n := 0
+			joined := 0
 			if b := g.running[key]; b != nil {
-				n = len(b.qs)
+				joined = len(b.qs)
 			}
 			g.mu.Unlock()
-			if n == i+1 {
+			if joined == i+1 {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("claim %d did not join the batch", i)
+				t.Fatalf("call %d did not join the batch", i)
 			}
 			time.Sleep(time.Millisecond)
 		}
 	}
-	p.claimed(key) // the statement under way ends: the batch runs
+	g.ran(key) // the run under way ends: the batch runs
 	wg.Wait()
-	return out
 }
 
 func claimQuery(agent string, max int) khaladb.ClaimQuery {

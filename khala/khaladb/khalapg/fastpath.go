@@ -207,7 +207,7 @@ func (p *Store) updateFast(ctx context.Context, n uint64, fn func(*khaladb.Threa
 	if err != nil {
 		return true, err
 	}
-	if err := scanChange(p.pool.QueryRow(ctx, st.sql, st.args...), c); err != nil {
+	if err := p.writeViewChange(ctx, &viewChange{n: n, version: v.Thread.Version, c: c, st: st}); err != nil {
 		if ctx.Err() != nil {
 			return true, p.fail("update thread", err)
 		}

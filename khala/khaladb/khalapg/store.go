@@ -49,6 +49,7 @@ type Store struct {
 	agents  shared.Agents
 	views   claimViews
 	batches claimBatches
+	changes changeBatches
 
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
