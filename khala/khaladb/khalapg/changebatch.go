@@ -1,6 +1,7 @@
 package khalapg
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -83,7 +84,7 @@ func (p *Store) writeViewChanges(ctx context.Context, vcs []*viewChange) ([]erro
 		errs[0] = p.writeAlone(ctx, vcs[0])
 		return errs, nil
 	}
-	var shared, alone []int
+	var together, alone []int
 	seen := map[uint64]bool{}
 	for i, vc := range vcs {
 		if seen[vc.n] {
@@ -91,33 +92,23 @@ func (p *Store) writeViewChanges(ctx context.Context, vcs []*viewChange) ([]erro
 			continue
 		}
 		seen[vc.n] = true
-		shared = append(shared, i)
+		together = append(together, i)
 	}
-	slices.SortFunc(shared, func(a, b int) int { return cmpThread(vcs[a].n, vcs[b].n) })
-	batch := make([]*viewChange, len(shared))
-	for k, i := range shared {
+	slices.SortFunc(together, func(a, b int) int { return cmp.Compare(vcs[a].n, vcs[b].n) })
+	batch := make([]*viewChange, len(together))
+	for k, i := range together {
 		batch[k] = vcs[i]
 	}
 	if err := p.writeShared(ctx, batch); err != nil {
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		alone = append(shared, alone...)
+		alone = append(together, alone...)
 	}
 	for _, i := range alone {
 		errs[i] = p.writeAlone(ctx, vcs[i])
 	}
 	return errs, nil
-}
-
-func cmpThread(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // writeShared writes vcs, of distinct threads in thread order, in one

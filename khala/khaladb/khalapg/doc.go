@@ -8,7 +8,10 @@
 // one order (store.go); a claim is one statement with SKIP LOCKED
 // (queue.go) that also reads what the turn's answer needs, so an answer
 // through the same replica is one more statement, checked against the
-// version the claim read (fastpath.go, view.go, change.go).
+// version the claim read (fastpath.go, view.go, change.go). A replica's
+// concurrent claims, and its concurrent answers, share statements
+// (batch.go, claimbatch.go, changebatch.go): the database's cost of a
+// statement is mostly its own, not its rows'.
 //
 // The schema is migrations/NNN_name.sql, embedded and applied in order at
 // Open in one transaction under an advisory lock (migrate.go); a database
