@@ -96,7 +96,7 @@ func changeStatement(n uint64, c *khaladb.ThreadChange, version uint64) (*change
 		args = append(args, cols...)
 	}
 	if parts&partUsage != 0 {
-		args = append(args, usageArrays(c.Spent)...)
+		args = append(args, usageArrays(shardedRows(n, c.Spent), false)...)
 	}
 	st.sql, st.args = changeText(parts), args
 	return st, nil

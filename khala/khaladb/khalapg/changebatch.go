@@ -27,8 +27,8 @@ import (
 // a single change, never wait for each other in a cycle.
 
 // batchableParts are the parts a shared statement writes: an answer's.
-// A change with more (a new thread, webhooks, usage) is written alone.
-const batchableParts = partTurns | partMessages | partEvents
+// A change with more (a new thread, webhooks) is written alone.
+const batchableParts = partTurns | partMessages | partEvents | partUsage
 
 // changeBatches shares statements among a replica's concurrent changes
 // made from views, by their parts.
@@ -183,6 +183,13 @@ func sharedChangeArgs(vcs []*viewChange, parts changeParts) []any {
 	if parts&partEvents != 0 {
 		args = append(append(args, counts, eThreads, eOrds, eventTimes(events)), eventArrays(events)...)
 	}
+	if parts&partUsage != 0 {
+		var rows []shardedRow
+		for _, vc := range vcs {
+			rows = append(rows, shardedRows(vc.n, vc.c.Spent)...)
+		}
+		args = append(args, usageArrays(rows, true)...)
+	}
 	return args
 }
 
@@ -245,6 +252,9 @@ func sharedChangeText(p changeParts) string {
 	RETURNING 1)`)
 		checks = append(checks, "(SELECT count(*) FROM ev) = cardinality("+et+"::bigint[])")
 		bases = "ARRAY(SELECT thread FROM seq), ARRAY(SELECT base FROM seq)"
+	}
+	if p&partUsage != 0 {
+		ctes = append(ctes, usageCTE("", args))
 	}
 	s := "WITH " + strings.Join(ctes, ",\n") + "\nSELECT CASE WHEN " + strings.Join(checks, " AND ") +
 		" THEN 1 ELSE khala_stale() END, " + bases

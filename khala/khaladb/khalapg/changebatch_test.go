@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/nerve-agents/nerve/internal/usage"
 	"github.com/nerve-agents/nerve/khala/khaladb"
 	"github.com/nerve-agents/nerve/khala/khaladb/khaladbtest"
 	"github.com/nerve-agents/nerve/khala/pgtest"
@@ -17,9 +18,9 @@ import (
 // answerClaimed starts threads of one turn each, claims them (so their
 // views are kept), and answers them all as changes that came while
 // another was being written: they share the next statement. stale names
-// threads whose views are made stale first. It returns the answers'
-// errors.
-func answerClaimed(t *testing.T, p *Store, dsn string, threads int, stale ...int) ([]khaladb.Turn, []error) {
+// threads whose views are made stale first; u, when not nil, is what
+// each answer spent. It returns the answers' errors.
+func answerClaimed(t *testing.T, p *Store, dsn string, threads int, u *usage.Usage, stale ...int) ([]khaladb.Turn, []error) {
 	t.Helper()
 	for range threads {
 		khaladbtest.StartThread(t, p, "wf", khaladbtest.Epoch, khaladbtest.TurnSpec{Role: "a"})
@@ -33,13 +34,24 @@ func answerClaimed(t *testing.T, p *Store, dsn string, threads int, stale ...int
 		pgExec(t, dsn, fmt.Sprintf("UPDATE khala_threads SET version = version + 1 WHERE n = %d", threadNumber(t, turns[i].Thread)))
 	}
 	errs := make([]error, threads)
-	key := strconv.Itoa(int(partTurns | partMessages | partEvents))
+	parts := partTurns | partMessages | partEvents
+	if u != nil {
+		parts |= partUsage
+	}
+	key := strconv.Itoa(int(parts))
 	underWay(t, &p.changes.batcher, key, threads, func(i int) {
 		tk := turns[i]
 		errs[i] = p.UpdateThread(t.Context(), tk.Thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
 			c := khaladbtest.AnswerChange(v, tk.ID, tk.Claim, "done "+tk.ID, khaladbtest.Epoch)
 			if c == nil {
 				return nil, khaladb.ErrClaimLost
+			}
+			if u != nil {
+				m := &c.Messages[0]
+				m.Usage, m.Adapter = u, "codex"
+				r := usage.Row{Key: usage.KeyOf(m.At, c.Thread.Workflow, m.Role, m.Agent, m.Adapter, u)}
+				r.Add(u)
+				c.Spent = []usage.Row{r}
 			}
 			return c, nil
 		})
@@ -77,7 +89,7 @@ func TestChangeBatchSharesStatement(t *testing.T) {
 	dsn := pgtest.Database(t)
 	p := openPG(t, dsn)
 	before := p.ChangeStats()
-	turns, errs := answerClaimed(t, p, dsn, 3)
+	turns, errs := answerClaimed(t, p, dsn, 3, nil)
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("answer %d: %v", i, err)
@@ -97,7 +109,7 @@ func TestChangeBatchSharesStatement(t *testing.T) {
 func TestChangeBatchStale(t *testing.T) {
 	dsn := pgtest.Database(t)
 	p := openPG(t, dsn)
-	turns, errs := answerClaimed(t, p, dsn, 3, 1)
+	turns, errs := answerClaimed(t, p, dsn, 3, nil, 1)
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("answer %d: %v", i, err)
@@ -109,6 +121,34 @@ func TestChangeBatchStale(t *testing.T) {
 		t.Fatalf("change stats %+v, fast path %+v: want 4 statements, 2 fast, 1 stale", st, fp)
 	}
 	checkAnswered(t, p, dsn, turns)
+}
+
+// Answers that spent share a statement too, their usage summed in the
+// rollup: threads 1 and 9 count in one shard's row, the others in theirs.
+func TestChangeBatchUsage(t *testing.T) {
+	dsn := pgtest.Database(t)
+	p := openPG(t, dsn)
+	u := &usage.Usage{Model: "gpt-test", InputTokens: usage.Int(100), OutputTokens: usage.Int(10), CostUSD: usage.Float(0.5), DurationMS: 20}
+	turns, errs := answerClaimed(t, p, dsn, 10, u)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+	}
+	if st := p.ChangeStats(); st.Changes != 10 || st.Statements != 1 {
+		t.Fatalf("10 answers: %+v, want one statement", st)
+	}
+	checkAnswered(t, p, dsn, turns)
+	rows, err := p.Usage(t.Context(), usage.Filter{})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("usage %+v, %v: want one row", rows, err)
+	}
+	if r := rows[0]; r.Messages != 10 || r.InputTokens != 1000 || r.OutputTokens != 100 || r.CostUSD == nil || *r.CostUSD != 5 {
+		t.Fatalf("usage %+v: want 10 messages, 1000 in, 100 out, $5", r)
+	}
+	if n := pgQueryInt(t, dsn, "SELECT count(*) FROM khala_usage"); n != usageShards {
+		t.Fatalf("%d rollup rows, want one a shard (%d)", n, usageShards)
+	}
 }
 
 // The shared statement's plan takes its threads' rows through their key,
