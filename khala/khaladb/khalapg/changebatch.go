@@ -23,7 +23,8 @@ import (
 //
 // Lock order holds across threads: a shared statement locks its threads'
 // rows, then their turns, then their event counters, each in thread order
-// (its changes are sorted by thread), so two shared statements, or one and
+// (its changes are sorted by thread; TestChangeBatchPlan), and last the
+// usage rollup's rows, in key order, so two shared statements, or one and
 // a single change, never wait for each other in a cycle.
 
 // batchableParts are the parts a shared statement writes: an answer's.
