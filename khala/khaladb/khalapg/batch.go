@@ -45,8 +45,8 @@ func (g *batcher[Q, R]) do(ctx context.Context, key string, q Q, run func(contex
 	if !busy {
 		g.running[key] = nil
 		g.mu.Unlock()
+		defer g.ran(key) // even if run panics: the next batch waits for it
 		out, err := run(ctx, []Q{q})
-		g.ran(key)
 		if err != nil {
 			return zero, err
 		}
@@ -62,8 +62,8 @@ func (g *batcher[Q, R]) do(ctx context.Context, key string, q Q, run func(contex
 	g.mu.Unlock()
 	if first {
 		<-b.start
+		defer g.ran(key)
 		b.run(run)
-		g.ran(key)
 	} else {
 		<-b.done
 	}
