@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/nerve-agents/nerve/internal/usage"
 	"github.com/nerve-agents/nerve/khala/khaladb"
 	"github.com/nerve-agents/nerve/khala/khaladb/khaladbtest"
@@ -173,20 +171,7 @@ func TestChangeBatchPlan(t *testing.T) {
 		}
 		vcs = append(vcs, &viewChange{n: uint64(threadNumber(t, tk.Thread)), version: v.Thread.Version, c: c, st: st})
 	}
-	conn, err := p.pool.Acquire(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	rows, err := conn.Query(t.Context(), "EXPLAIN "+sharedChangeText(batchableParts), sharedChangeArgs(vcs, batchableParts)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Join(plan, "\n")
+	text := explain(t, p, sharedChangeText(batchableParts), sharedChangeArgs(vcs, batchableParts)...)
 	// Each table's rows are taken in the arrays' order, one by one through
 	// the key (a nested loop over the arrays).
 	if strings.Contains(text, "Seq Scan") || strings.Contains(text, "Sort") ||

@@ -83,31 +83,28 @@ func TestClaimPlansCountSiblingsByKey(t *testing.T) {
 	for range 300 {
 		khaladbtest.StartThread(t, p, "deep", khaladbtest.Epoch, khaladbtest.TurnSpec{Role: "a"})
 	}
-	conn, err := p.pool.Acquire(t.Context())
+	none := []string{}
+	for name, plan := range map[string]string{
+		"claimOneSQL": explain(t, p, claimOneSQL, none, none, "c", "a", int64(0)),
+		"claimSQL":    explain(t, p, claimSQL, 2, none, none, []string{"c1", "c2"}, []string{"a", "b"}, int64(0)),
+	} {
+		if n := strings.Count(plan, "using khala_turns_queue"); n != 1 || !strings.Contains(plan, "using khala_turns_pkey on khala_turns q") {
+			t.Errorf("%s walks the queue index %d times (once: to pick), or finds siblings by another index than the key:\n%s", name, n, plan)
+		}
+	}
+}
+
+// explain is the plan of sql with args on one of p's connections, as its
+// own statements are planned (Open's settings).
+func explain(t *testing.T, p *Store, sql string, args ...any) string {
+	t.Helper()
+	rows, err := p.pool.Query(t.Context(), "EXPLAIN "+sql, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Release()
-	none := []string{}
-	for name, run := range map[string]func() (pgx.Rows, error){
-		"claimOneSQL": func() (pgx.Rows, error) {
-			return conn.Query(t.Context(), "EXPLAIN "+claimOneSQL, none, none, "c", "a", int64(0))
-		},
-		"claimSQL": func() (pgx.Rows, error) {
-			return conn.Query(t.Context(), "EXPLAIN "+claimSQL, 2, none, none, []string{"c1", "c2"}, []string{"a", "b"}, int64(0))
-		},
-	} {
-		rows, err := run()
-		if err != nil {
-			t.Fatal(err)
-		}
-		plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := strings.Join(plan, "\n")
-		if n := strings.Count(text, "using khala_turns_queue"); n != 1 || !strings.Contains(text, "using khala_turns_pkey on khala_turns q") {
-			t.Errorf("%s walks the queue index %d times (once: to pick), or finds siblings by another index than the key:\n%s", name, n, text)
-		}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
 	}
+	return strings.Join(plan, "\n")
 }
