@@ -1,6 +1,7 @@
 package khalapg
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -20,6 +21,17 @@ import (
 // each answer spent. It returns the answers' errors.
 func answerClaimed(t *testing.T, p *Store, dsn string, threads int, u *usage.Usage, stale ...int) ([]khaladb.Turn, []error) {
 	t.Helper()
+	turns := claimedThreads(t, p, threads)
+	for _, i := range stale {
+		// Another replica's change, as far as this one's view can tell.
+		pgExec(t, dsn, fmt.Sprintf("UPDATE khala_threads SET version = version + 1 WHERE n = %d", threadNumber(t, turns[i].Thread)))
+	}
+	return turns, answerTogether(t, p, turns, u)
+}
+
+// claimedThreads starts threads of one turn each and claims them.
+func claimedThreads(t testing.TB, p *Store, threads int) []khaladb.Turn {
+	t.Helper()
 	for range threads {
 		khaladbtest.StartThread(t, p, "wf", khaladbtest.Epoch, khaladbtest.TurnSpec{Role: "a"})
 	}
@@ -27,34 +39,40 @@ func answerClaimed(t *testing.T, p *Store, dsn string, threads int, u *usage.Usa
 	if len(turns) != threads {
 		t.Fatalf("claimed %d of %d", len(turns), threads)
 	}
-	for _, i := range stale {
-		// Another replica's change, as far as this one's view can tell.
-		pgExec(t, dsn, fmt.Sprintf("UPDATE khala_threads SET version = version + 1 WHERE n = %d", threadNumber(t, turns[i].Thread)))
-	}
-	errs := make([]error, threads)
+	return turns
+}
+
+// answerTogether answers turns as changes that came while another was
+// being written (u: what each spent, or nil), and returns their errors.
+func answerTogether(t testing.TB, p *Store, turns []khaladb.Turn, u *usage.Usage) []error {
+	t.Helper()
+	errs := make([]error, len(turns))
 	parts := partTurns | partMessages | partEvents
 	if u != nil {
 		parts |= partUsage
 	}
-	key := strconv.Itoa(int(parts))
-	underWay(t, &p.changes.batcher, key, threads, func(i int) {
-		tk := turns[i]
-		errs[i] = p.UpdateThread(t.Context(), tk.Thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
-			c := khaladbtest.AnswerChange(v, tk.ID, tk.Claim, "done "+tk.ID, khaladbtest.Epoch)
-			if c == nil {
-				return nil, khaladb.ErrClaimLost
-			}
-			if u != nil {
-				m := &c.Messages[0]
-				m.Usage, m.Adapter = u, "codex"
-				r := usage.Row{Key: usage.KeyOf(m.At, c.Thread.Workflow, m.Role, m.Agent, m.Adapter, u)}
-				r.Add(u)
-				c.Spent = []usage.Row{r}
-			}
-			return c, nil
-		})
+	underWay(t, &p.changes.batcher, strconv.Itoa(int(parts)), len(turns), func(i int) {
+		errs[i] = answer(t, p, turns[i], u)
 	})
-	return turns, errs
+	return errs
+}
+
+// answer answers claimed turn tk (u: what it spent, or nil).
+func answer(t testing.TB, p *Store, tk khaladb.Turn, u *usage.Usage) error {
+	return p.UpdateThread(t.Context(), tk.Thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
+		c := khaladbtest.AnswerChange(v, tk.ID, tk.Claim, "done "+tk.ID, khaladbtest.Epoch)
+		if c == nil {
+			return nil, khaladb.ErrClaimLost
+		}
+		if u != nil {
+			m := &c.Messages[0]
+			m.Usage, m.Adapter = u, "codex"
+			r := usage.Row{Key: usage.KeyOf(m.At, c.Thread.Workflow, m.Role, m.Agent, m.Adapter, u)}
+			r.Add(u)
+			c.Spent = []usage.Row{r}
+		}
+		return c, nil
+	})
 }
 
 // checkAnswered checks each turn's thread as its answer left it: the
@@ -206,13 +224,7 @@ func TestChangeBatchConcurrent(t *testing.T) {
 					return
 				}
 				tk := ts[0]
-				err = p.UpdateThread(t.Context(), tk.Thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
-					c := khaladbtest.AnswerChange(v, tk.ID, tk.Claim, "done "+tk.ID, khaladbtest.Epoch)
-					if c == nil {
-						return nil, khaladb.ErrClaimLost
-					}
-					return c, nil
-				})
+				err = answer(t, p, tk, nil)
 				if err != nil {
 					t.Errorf("answer %s: %v", tk.ID, err)
 					return
@@ -230,5 +242,40 @@ func TestChangeBatchConcurrent(t *testing.T) {
 	checkAnswered(t, replicas[0], dsn, answered)
 	for i, p := range replicas {
 		t.Logf("replica %d: %+v, fast path %+v", i, p.ChangeStats(), p.FastPathStats())
+	}
+}
+
+// What an answer costs the database by the answers a statement writes
+// (the database's CPU, every backend's, per answer): why a replica's
+// concurrent answers share statements.
+//
+//	go test ./khala/khaladb/khalapg -run '^$' -bench ChangeBatch -benchtime 1x
+func BenchmarkChangeBatch(b *testing.B) {
+	for _, size := range []int{1, 2, 4, 8} {
+		b.Run(fmt.Sprintf("answers=%d", size), func(b *testing.B) {
+			p := openPG(b, pgtest.Database(b))
+			const answers = 1200
+			for b.Loop() {
+				b.StopTimer()
+				turns := claimedThreads(b, p, answers)
+				b.StartTimer()
+				cpu := pgtest.ServerCPU()
+				for i := 0; i < answers; i += size {
+					var errs []error
+					if size == 1 {
+						errs = []error{answer(b, p, turns[i], nil)}
+					} else {
+						errs = answerTogether(b, p, turns[i:i+size], nil)
+					}
+					if err := errors.Join(errs...); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64((pgtest.ServerCPU()-cpu).Microseconds())/answers, "db-cpu-us/answer")
+			}
+			if st := p.ChangeStats(); st.Changes != st.Statements*int64(size) {
+				b.Fatalf("%+v: want %d answers a statement", st, size)
+			}
+		})
 	}
 }

@@ -35,7 +35,7 @@ func batchClaims(t *testing.T, p *Store, ctxs []context.Context, qs []khaladb.Cl
 // underWay makes calls 0..n-1 of key (call i makes the i-th) come while a
 // run of key is under way, each in its own goroutine, then ends that run
 // and returns once they have returned: they share the next run.
-func underWay[Q, R any](t *testing.T, g *batcher[Q, R], key string, n int, call func(i int)) {
+func underWay[Q, R any](t testing.TB, g *batcher[Q, R], key string, n int, call func(i int)) {
 	t.Helper()
 	g.mu.Lock()
 	if g.running == nil {
