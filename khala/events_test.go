@@ -156,6 +156,15 @@ func testMetrics(t *testing.T, bk backend) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
+	if bk.name == "postgres" {
+		// One claim and one answer, each in a statement of its own.
+		for _, want := range []string{`khala_pg_writes_total{kind="claim"} 1`, `khala_pg_statements_total{kind="claim"} 1`,
+			`khala_pg_writes_total{kind="answer"} 1`, `khala_pg_statements_total{kind="answer"} 1`} {
+			if !strings.Contains(text, want+"\n") {
+				t.Errorf("metrics lack %q", want)
+			}
+		}
+	}
 	if t.Failed() {
 		t.Log(text)
 	}

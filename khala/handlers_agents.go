@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/khala/khaladb"
+	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
 )
 
 var agentNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
@@ -115,4 +116,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ khaladb
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	s.metrics.write(w, st, s.handoffs.parked())
+	if pg, ok := s.store.(*khalapg.Store); ok {
+		writeSharedStatements(w, pg.ClaimStats(), pg.ChangeStats())
+	}
 }
