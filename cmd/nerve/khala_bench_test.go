@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -252,6 +253,29 @@ func khThroughput(b *testing.B, kb khBench, capacity int) {
 	b.ReportMetric(float64(serverCPU.Microseconds())/float64(total)/1000, "server-cpu-ms/turn")
 	b.ReportMetric(float64(dbCPU.Microseconds())/float64(total)/1000, "db-cpu-ms/turn")
 	b.ReportMetric(float64(agentCPU.Microseconds())/float64(total)/1000, "agents-cpu-ms/turn")
+	// How much the replicas' concurrent claims and answers shared
+	// statements (a server without these metrics reports none).
+	writes, statements := map[string]float64{}, map[string]float64{}
+	for _, p := range ps {
+		_, data, err := agents[0].at(p).do("GET", "/metrics", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			var kind string
+			var n float64
+			if _, err := fmt.Sscanf(line, "khala_pg_writes_total{kind=%q} %g", &kind, &n); err == nil {
+				writes[kind] += n
+			} else if _, err := fmt.Sscanf(line, "khala_pg_statements_total{kind=%q} %g", &kind, &n); err == nil {
+				statements[kind] += n
+			}
+		}
+	}
+	for _, kind := range []string{"claim", "answer"} {
+		if statements[kind] > 0 {
+			b.ReportMetric(writes[kind]/statements[kind], kind+"s/statement")
+		}
+	}
 }
 
 // khCPU is the CPU time the servers have used so far.
