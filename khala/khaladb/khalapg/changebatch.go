@@ -47,7 +47,8 @@ type viewChange struct {
 }
 
 // ChangeStats counts the changes written from claims' views since the
-// store was opened and the statements that wrote them.
+// store was opened, and the statements run to write them (one that found
+// a view stale wrote nothing, and the change was made from a locked read).
 type ChangeStats struct{ Changes, Statements int64 }
 
 // ChangeStats says how many changes shared statements.
@@ -71,9 +72,12 @@ func (p *Store) writeViewChange(ctx context.Context, vc *viewChange) error {
 
 // writeAlone writes vc in its own statement.
 func (p *Store) writeAlone(ctx context.Context, vc *viewChange) error {
-	p.changes.changes.Add(1)
 	p.changes.statements.Add(1)
-	return scanChange(p.pool.QueryRow(ctx, vc.st.sql, vc.st.args...), vc.c)
+	err := scanChange(p.pool.QueryRow(ctx, vc.st.sql, vc.st.args...), vc.c)
+	if err == nil {
+		p.changes.changes.Add(1)
+	}
+	return err
 }
 
 // writeViewChanges writes vcs (of the same parts) in one statement, or
@@ -117,7 +121,6 @@ func (p *Store) writeViewChanges(ctx context.Context, vcs []*viewChange) ([]erro
 func (p *Store) writeShared(ctx context.Context, vcs []*viewChange) error {
 	parts := changePartsOf(vcs[0].c, false)
 	args := sharedChangeArgs(vcs, parts)
-	p.changes.changes.Add(int64(len(vcs)))
 	p.changes.statements.Add(1)
 	var (
 		ok           int
@@ -140,6 +143,7 @@ func (p *Store) writeShared(ctx context.Context, vcs []*viewChange) error {
 			vc.c.Events[j].Seq = uint64(base) + uint64(j) + 1
 		}
 	}
+	p.changes.changes.Add(int64(len(vcs)))
 	return nil
 }
 

@@ -133,8 +133,8 @@ func TestChangeBatchStale(t *testing.T) {
 	}
 	// 1 shared statement that wrote nothing, then 3 alone, of which the
 	// stale one wrote nothing either and was made again from a locked read.
-	if st, fp := p.ChangeStats(), p.FastPathStats(); st.Statements != 4 || fp.Fast != 2 || fp.Stale != 1 {
-		t.Fatalf("change stats %+v, fast path %+v: want 4 statements, 2 fast, 1 stale", st, fp)
+	if st, fp := p.ChangeStats(), p.FastPathStats(); st.Statements != 4 || st.Changes != 2 || fp.Fast != 2 || fp.Stale != 1 {
+		t.Fatalf("change stats %+v, fast path %+v: want 2 changes in 4 statements, 2 fast, 1 stale", st, fp)
 	}
 	checkAnswered(t, p, dsn, turns)
 }

@@ -16,8 +16,8 @@ type claimBatches struct {
 	claims, statements atomic.Int64
 }
 
-// ClaimStats counts the claims made since the store was opened and the
-// statements that made them.
+// ClaimStats counts the claims made since the store was opened, and the
+// statements run to make them.
 type ClaimStats struct{ Claims, Statements int64 }
 
 // ClaimStats says how many claims shared statements.
@@ -55,12 +55,12 @@ func (p *Store) claimTurns(ctx context.Context, qs []khaladb.ClaimQuery) ([][]kh
 			q.Now = o.Now // the latest: no lease starts before its claim
 		}
 	}
-	p.batches.claims.Add(int64(len(qs)))
 	p.batches.statements.Add(1)
 	turns, err := p.claimStatement(ctx, q, claims, agents)
 	if err != nil {
 		return nil, err
 	}
+	p.batches.claims.Add(int64(len(qs)))
 	out := make([][]khaladb.Turn, len(qs))
 	for _, t := range turns {
 		i := owner[t.Claim]
