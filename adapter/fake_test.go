@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nerve-agents/nerve/internal/procstat"
 )
 
 // The test binary doubles as every fake agent CLI: a symlink named
@@ -177,21 +179,7 @@ func readPids(t *testing.T, p string) (leader, grandchild int) {
 
 // alive reports whether pid is a running process (a zombie waiting to be
 // reaped by init counts as gone).
-func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the parenthesised command name.
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z'
-	}
-	return true
-}
+func alive(pid int) bool { return !procstat.Exited(pid) }
 
 // waitGone waits (generously: it asserts an outcome, not a speed) for pid
 // to be gone.

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"syscall"
+
+	"github.com/nerve-agents/nerve/internal/procstat"
 )
 
 // An agent never approves its own work: an answer to a human turn is
@@ -93,7 +95,7 @@ func (r *runner) turnOf(pid int) string {
 
 // parentPID reads field 4 of /proc/PID/stat; 0 when it cannot.
 func parentPID(pid int) int {
-	fields, err := procStat(pid)
+	fields, err := procstat.Fields(pid)
 	if err != nil || len(fields) < 2 {
 		return 0
 	}

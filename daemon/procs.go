@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +9,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nerve-agents/nerve/internal/procstat"
 )
 
 // Adapter process groups are recorded in $NERVE_HOME/procs while they run
@@ -110,7 +110,7 @@ func sameStart(cur, rec string) bool {
 
 // procStartTime reads a process's start time (field 22 of /proc/PID/stat).
 func procStartTime(pid int) (string, error) {
-	fields, err := procStat(pid)
+	fields, err := procstat.Fields(pid)
 	if err != nil {
 		return "", err
 	}
@@ -118,35 +118,4 @@ func procStartTime(pid int) (string, error) {
 		return "", fmt.Errorf("malformed stat")
 	}
 	return fields[19], nil
-}
-
-// procStat returns the fields of /proc/PID/stat after the command name
-// (field 3, the state, first), which may hold spaces and parentheses.
-func procStat(pid int) ([]string, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil, fmt.Errorf("malformed stat")
-	}
-	return strings.Fields(s[i+1:]), nil
-}
-
-// Exited reports whether process pid is gone: no such process, or one
-// that has exited and waits for its parent to reap it (a zombie). A
-// daemon runs in its own session, so its parent is init, and an init that
-// reaps late or never (a container's shell or sleep as PID 1) would keep
-// a wait for its exit going long after it is done.
-func Exited(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return true
-	}
-	fields, err := procStat(pid)
-	if err != nil {
-		return errors.Is(err, fs.ErrNotExist)
-	}
-	return len(fields) > 0 && (fields[0] == "Z" || fields[0] == "X")
 }

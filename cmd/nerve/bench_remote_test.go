@@ -14,6 +14,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/nerve-agents/nerve/internal/procstat"
 )
 
 // BenchmarkRemoteTurn measures a remote turn through a real daemon: claim
@@ -199,27 +201,27 @@ reflexes:
 	pidb, _ := os.ReadFile(filepath.Join(home, "nerve.pid"))
 	pid := strings.TrimSpace(string(pidb))
 	time.Sleep(time.Second)
-	cpu0 := procCPU(b, pid)
+	n, err := strconv.Atoi(pid)
+	if err != nil {
+		b.Fatalf("nerve.pid: %v", err)
+	}
+	cpu0 := procCPU(b, n)
 	const window = 5 * time.Second
 	time.Sleep(window)
-	cpu := procCPU(b, pid) - cpu0
+	cpu := procCPU(b, n) - cpu0
 	b.ReportMetric(procRSS(b, pid), "MiB")
 	b.ReportMetric(100*cpu.Seconds()/window.Seconds(), "cpu-%")
 	for i := 0; i < b.N; i++ {
 	}
 }
 
-// procCPU is a process's user+system time (clock ticks of 10 ms).
-func procCPU(b *testing.B, pid string) time.Duration {
-	raw, err := os.ReadFile("/proc/" + pid + "/stat")
+// procCPU is a process's user and system time so far.
+func procCPU(tb testing.TB, pid int) time.Duration {
+	d, err := procstat.CPU(pid)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	s := string(raw)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	ut, _ := strconv.Atoi(f[11])
-	st, _ := strconv.Atoi(f[12])
-	return time.Duration(ut+st) * 10 * time.Millisecond
+	return d
 }
 
 func procRSS(b *testing.B, pid string) float64 {

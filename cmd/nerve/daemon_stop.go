@@ -11,6 +11,7 @@ import (
 
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/daemon"
+	"github.com/nerve-agents/nerve/internal/procstat"
 )
 
 type daemonStopOptions struct {
@@ -83,7 +84,7 @@ func waitExit(ctx context.Context, pid int, timeout time.Duration) error {
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	for !daemon.Exited(pid) { // a zombie is done too: init may reap it late
+	for !procstat.Exited(pid) { // a zombie is done too: init may reap it late
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)

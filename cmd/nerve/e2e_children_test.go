@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/nerve-agents/nerve/daemon"
+	"github.com/nerve-agents/nerve/internal/procstat"
 )
 
 // The fan-out example starts one child code-review per item, in parallel,
@@ -132,7 +132,7 @@ echo "done $NERVE_ROLE"
 	waitFor(t, "the child's turn to hang", func() bool { return len(processesWith(marker)) > 0 })
 	pid := e.daemonPID()
 	syscall.Kill(pid, syscall.SIGKILL)
-	waitFor(t, "the daemon to die", func() bool { return daemon.Exited(pid) })
+	waitFor(t, "the daemon to die", func() bool { return procstat.Exited(pid) })
 	r := e.must(0, "workflow", "logs", "mom#thread-1", "-f")
 	if !strings.Contains(r.stdout, "thread-1 completed") || !strings.Contains(r.stdout, "done w") {
 		t.Fatalf("the parent after the restart:\n%s", r)

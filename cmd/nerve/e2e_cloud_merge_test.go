@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nerve-agents/nerve/daemon"
+	"github.com/nerve-agents/nerve/internal/procstat"
 )
 
 // End-to-end tests of a cloud thread's parallel round with a workspace:
@@ -271,7 +271,7 @@ exit $rc
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "agent a to die", func() bool { return daemon.Exited(pid) })
+	waitFor(t, "agent a to die", func() bool { return procstat.Exited(pid) })
 	b.must(0, "daemon", "start")
 
 	msgs, evs, head := followThread(t, k, b, "split", id)

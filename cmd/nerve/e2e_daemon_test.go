@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nerve-agents/nerve/daemon"
+	"github.com/nerve-agents/nerve/internal/procstat"
 )
 
 // slowWorkflow writes a workflow of `steps` turns played by an exec
@@ -53,7 +53,7 @@ echo "answer $NERVE_STEP"
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the daemon to die", func() bool { return daemon.Exited(pid) })
+	waitFor(t, "the daemon to die", func() bool { return procstat.Exited(pid) })
 
 	// The next command starts a new daemon, which resumes the thread and
 	// kills the adapter left behind by the crash.

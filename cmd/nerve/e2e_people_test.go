@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/nerve-agents/nerve/daemon"
+	"github.com/nerve-agents/nerve/internal/procstat"
 	"github.com/nerve-agents/nerve/remote"
 )
 
@@ -148,7 +148,7 @@ func TestE2EHumanTurnSurvivesKill9(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the daemon to die", func() bool { return daemon.Exited(pid) })
+	waitFor(t, "the daemon to die", func() bool { return procstat.Exited(pid) })
 	// The answer starts a new daemon; it is recorded whether or not the
 	// resumed thread's turn is waiting yet.
 	e.must(0, "thread", "answer", "release#thread-1", "ok", "--meta", `{"approved": true}`)

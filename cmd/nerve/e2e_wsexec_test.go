@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nerve-agents/nerve/daemon"
+	"github.com/nerve-agents/nerve/internal/procstat"
 )
 
 // End-to-end tests of thread workspaces in turns, with the real nerve
@@ -49,7 +49,7 @@ roles:
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the daemon to die", func() bool { return daemon.Exited(pid) })
+	waitFor(t, "the daemon to die", func() bool { return procstat.Exited(pid) })
 
 	r := e.must(0, "workflow", "logs", "slow#thread-1", "-f")
 	if !strings.Contains(r.stdout, "resumed at step 2") || !strings.Contains(r.stdout, "thread-1 completed") {

@@ -190,7 +190,7 @@ func khThroughput(b *testing.B, kb khBench, capacity int) {
 		creating += time.Since(start)
 		b.StartTimer()
 		start = time.Now()
-		server0, db0, self0 := khCPU(b, ps), pgtest.ServerCPU(), pgtest.ProcCPU(os.Getpid())
+		server0, db0, self0 := khCPU(b, ps), pgtest.ServerCPU(), procCPU(b, os.Getpid())
 		var answered atomic.Int64
 		var wg sync.WaitGroup
 		for _, a := range agents {
@@ -237,7 +237,7 @@ func khThroughput(b *testing.B, kb khBench, capacity int) {
 		turns += time.Since(start)
 		serverCPU += khCPU(b, ps) - server0
 		dbCPU += pgtest.ServerCPU() - db0
-		agentCPU += pgtest.ProcCPU(os.Getpid()) - self0
+		agentCPU += procCPU(b, os.Getpid()) - self0
 		total += 4000
 	}
 	b.ReportMetric(float64(total)/turns.Seconds(), "turns/s")
@@ -282,7 +282,7 @@ func khThroughput(b *testing.B, kb khBench, capacity int) {
 func khCPU(b *testing.B, ps []*khProc) time.Duration {
 	var d time.Duration
 	for _, p := range ps {
-		d += pgtest.ProcCPU(p.cmd.Process.Pid)
+		d += procCPU(b, p.cmd.Process.Pid)
 	}
 	return d
 }

@@ -1,4 +1,4 @@
-package daemon
+package procstat
 
 import (
 	"os/exec"
@@ -38,5 +38,24 @@ func TestExitedSeesZombies(t *testing.T) {
 	defer func() { running.Process.Kill(); running.Wait() }()
 	if Exited(running.Process.Pid) {
 		t.Fatal("a running process is seen as exited")
+	}
+}
+
+// A process's CPU time grows as it works; a process that is gone has none
+// to read.
+func TestCPU(t *testing.T) {
+	self := syscall.Getpid()
+	before, err := CPU(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); time.Since(start) < 100*time.Millisecond; {
+	}
+	after, err := CPU(self)
+	if err != nil || after <= before {
+		t.Fatalf("CPU %v then %v after 100 ms of work (%v)", before, after, err)
+	}
+	if _, err := CPU(1 << 30); err == nil {
+		t.Fatal("CPU of no process has no error")
 	}
 }
