@@ -90,7 +90,7 @@ func (g *batcher[Q, R]) ran(key string) {
 // caller has gone still gets its result (a claim's turns are given back
 // by the server, as any claim's are), and a run whose callers have all
 // gone does not start.
-func (b *batch[Q, R]) run(run func(context.Context, []Q) ([]R, error)) {
+func (b *batch[Q, R]) run(fn func(context.Context, []Q) ([]R, error)) {
 	defer close(b.done)
 	if !slices.ContainsFunc(b.ctxs, func(c context.Context) bool { return c.Err() == nil }) {
 		b.err = context.Cause(b.ctxs[0])
@@ -110,5 +110,5 @@ func (b *batch[Q, R]) run(run func(context.Context, []Q) ([]R, error)) {
 		})
 		defer stop()
 	}
-	b.out, b.err = run(ctx, b.qs)
+	b.out, b.err = fn(ctx, b.qs)
 }

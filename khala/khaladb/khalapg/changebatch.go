@@ -123,12 +123,12 @@ func (p *Store) writeShared(ctx context.Context, vcs []*viewChange) error {
 	args := sharedChangeArgs(vcs, parts)
 	p.changes.statements.Add(1)
 	var (
-		ok           int
+		written      int // 1, or the statement failed (khala_stale)
 		seqThreads   []int64
 		seqBases     []int64
 		baseOfThread = map[int64]int64{}
 	)
-	if err := p.pool.QueryRow(ctx, sharedChangeText(parts), args...).Scan(&ok, &seqThreads, &seqBases); err != nil {
+	if err := p.pool.QueryRow(ctx, sharedChangeText(parts), args...).Scan(&written, &seqThreads, &seqBases); err != nil {
 		return err
 	}
 	for i, n := range seqThreads {

@@ -173,11 +173,8 @@ func TestChangeBatchUsage(t *testing.T) {
 func TestChangeBatchPlan(t *testing.T) {
 	dsn := pgtest.Database(t)
 	p := openPG(t, dsn)
-	for range 300 {
-		khaladbtest.StartThread(t, p, "wf", khaladbtest.Epoch, khaladbtest.TurnSpec{Role: "a"})
-	}
 	var vcs []*viewChange
-	for _, tk := range khaladbtest.ClaimAll(t, p, "ann", khaladbtest.Epoch)[:3] {
+	for _, tk := range claimedThreads(t, p, 300)[:3] {
 		v, err := p.Thread(t.Context(), tk.Thread)
 		if err != nil {
 			t.Fatal(err)
