@@ -1,9 +1,14 @@
 package khala
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"time"
 
 	"github.com/nerve-agents/nerve/internal/atomicfile"
 )
@@ -50,4 +55,47 @@ func readAdminFile(path string) (adminInfo, error) {
 		return info, fmt.Errorf("read %s: %w", path, err)
 	}
 	return info, nil
+}
+
+// call asks the server that wrote info: method on path with in (nil for
+// no body) as JSON, decoding the reply into out (nil to ignore it). A
+// status other than want is the server's refusal, an *apiError.
+func (info adminInfo) call(ctx context.Context, method, path string, in any, want int, out any) error {
+	var body io.Reader
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(data)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, info.URL+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+info.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("reach the khala server holding the database (pid %d) at %s: %w", info.PID, info.URL, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != want {
+		var eb errorBody
+		msg := resp.Status
+		if json.Unmarshal(data, &eb) == nil && eb.Error.Message != "" {
+			msg = eb.Error.Message
+		}
+		return &apiError{resp.StatusCode, eb.Error.Code, msg}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("the khala server at %s: %w", info.URL, err)
+	}
+	return nil
 }

@@ -1,12 +1,9 @@
 package khala
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -133,47 +130,16 @@ func UsersInPostgres(ctx context.Context, dsn string, req UserRequest) ([]User, 
 }
 
 func adminUsers(ctx context.Context, info adminInfo, req UserRequest) ([]User, error) {
-	method, path, want := http.MethodGet, "/v1/admin/users", http.StatusOK
-	var body io.Reader
 	switch req.Action {
-	case "add":
-		data, _ := json.Marshal(map[string]string{"name": req.Name})
-		method, want, body = http.MethodPost, http.StatusCreated, bytes.NewReader(data)
-	case "remove":
-		method, path = http.MethodDelete, path+"/"+url.PathEscape(req.Name)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, method, info.URL+path, body)
-	if err != nil {
-		return nil, err
-	}
-	hr.Header.Set("Authorization", "Bearer "+info.Token)
-	hr.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(hr)
-	if err != nil {
-		return nil, fmt.Errorf("reach the khala server holding the database (pid %d) at %s: %w", info.PID, info.URL, err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != want {
-		var eb errorBody
-		msg := resp.Status
-		if json.Unmarshal(data, &eb) == nil && eb.Error.Message != "" {
-			msg = eb.Error.Message
-		}
-		return nil, &apiError{resp.StatusCode, eb.Error.Code, msg}
-	}
-	switch req.Action {
-	case "remove":
-		return nil, nil
 	case "add":
 		var u User
-		err = json.Unmarshal(data, &u)
+		err := info.call(ctx, http.MethodPost, "/v1/admin/users", map[string]string{"name": req.Name}, http.StatusCreated, &u)
 		return []User{u}, err
+	case "remove":
+		return nil, info.call(ctx, http.MethodDelete, "/v1/admin/users/"+url.PathEscape(req.Name), nil, http.StatusOK, nil)
 	}
 	var out []User
-	err = json.Unmarshal(data, &out)
+	err := info.call(ctx, http.MethodGet, "/v1/admin/users", nil, http.StatusOK, &out)
 	return out, err
 }
 

@@ -1,15 +1,12 @@
 package khala
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -105,33 +102,12 @@ func IssueToken(ctx context.Context, db string, uses int, ttl time.Duration) (En
 
 func adminIssue(ctx context.Context, info adminInfo, uses int, ttl time.Duration) (EnrollTokenResponse, error) {
 	var out EnrollTokenResponse
-	body, _ := json.Marshal(EnrollTokenRequest{Uses: uses, TTL: ttl.String()})
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, info.URL+"/v1/admin/enroll-tokens", bytes.NewReader(body))
-	if err != nil {
-		return out, err
+	err := info.call(ctx, http.MethodPost, "/v1/admin/enroll-tokens", EnrollTokenRequest{Uses: uses, TTL: ttl.String()}, http.StatusCreated, &out)
+	var refused *apiError
+	if errors.As(err, &refused) {
+		return out, fmt.Errorf("the khala server at %s refused: %w", info.URL, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+info.Token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return out, fmt.Errorf("reach the khala server holding the database (pid %d) at %s: %w", info.PID, info.URL, err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusCreated {
-		var eb errorBody
-		msg := resp.Status
-		if json.Unmarshal(data, &eb) == nil && eb.Error.Message != "" {
-			msg = eb.Error.Message
-		}
-		return out, fmt.Errorf("the khala server at %s refused: %s", info.URL, msg)
-	}
-	if err := json.Unmarshal(data, &out); err != nil {
-		return out, fmt.Errorf("the khala server at %s: %w", info.URL, err)
-	}
-	return out, nil
+	return out, err
 }
 
 // IssuePostgresToken issues an enrollment token into the PostgreSQL
