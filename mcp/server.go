@@ -75,13 +75,24 @@ func NewServer(opts Options) *sdk.Server {
 	return srv
 }
 
-// Run serves one client over t until it disconnects or ctx ends.
+// Run serves one client over t until it disconnects or ctx ends. When
+// ctx ends (SIGTERM) it returns at once: the SDK's Server.Run would wait
+// for the calls in flight, which it does not cancel, so a call blocked
+// on I/O would hold the exit, and it logs the end as an error.
 func Run(ctx context.Context, opts Options, t sdk.Transport) error {
-	err := NewServer(opts).Run(ctx, t)
-	if errors.Is(err, context.Canceled) {
+	ss, err := NewServer(opts).Connect(ctx, t, nil)
+	if err != nil {
+		return err
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- ss.Wait() }()
+	select {
+	case err := <-ended:
+		return err
+	case <-ctx.Done():
+		go ss.Close() // no more replies; it returns when the calls in flight do
 		return nil
 	}
-	return err
 }
 
 const instructions = `nerve runs workflows of AI agents. Inside a turn of a thread, thread_messages reads the thread's

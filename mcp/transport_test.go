@@ -2,9 +2,12 @@ package mcp
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -55,5 +58,47 @@ func TestBadLinesDoNotEndTheSession(t *testing.T) {
 	send(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 	if m := next(); m["id"] != 2.0 || m["result"] == nil {
 		t.Fatalf("tools/list after bad lines: %v", m)
+	}
+}
+
+// At the end of stdin the server answers every call it has read, then
+// returns. What the SDK does not answer (a notification, whatever its
+// "id" says, or a line the transport answers itself) is not waited for.
+func TestEndOfInputAnswersEveryCall(t *testing.T) {
+	session := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":null,"method":"notifications/cancelled","params":{"requestId":9}}`,
+		`{"jsonrpc":"2.0","ID":3,"method":"notifications/cancelled","params":{"requestId":9}}`,
+		`garbage`,
+		`{"jsonrpc":"2.0","id":"four","method":"tools/list"}`,
+	}, "\n") + "\n"
+	var out bytes.Buffer // the transport writes one line at a time
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(context.Background(), Options{Getenv: getenv(nil)}, StdioTransport(strings.NewReader(session), &out))
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run has not returned 10s after the end of its input")
+	}
+	var ids []string
+	for line := range strings.Lines(out.String()) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		json.Unmarshal([]byte(line), &m)
+		if m.Result != nil {
+			ids = append(ids, string(m.ID))
+		}
+	}
+	if slices.Sort(ids); strings.Join(ids, " ") != `"four" 1 2` || !strings.Contains(out.String(), `"code":-32700`) {
+		t.Fatalf("replies:\n%s", out.String())
 	}
 }
