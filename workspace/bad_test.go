@@ -233,3 +233,19 @@ func TestUserHooksAndConfigIgnored(t *testing.T) {
 		t.Errorf("user hooks ran: %s", b)
 	}
 }
+
+// A git error says git's reason: the first error line with the paths
+// listed under it, not the last line, which may say nothing.
+func TestGitReason(t *testing.T) {
+	for stderr, want := range map[string]string{
+		"error: The following untracked working tree files would be overwritten by checkout:\n\ta.txt\n\tb.txt\nPlease move or remove them before you switch branches.\nAborting\n":                  "The following untracked working tree files would be overwritten by checkout: a.txt, b.txt",
+		"fatal: 'origin' does not appear to be a git repository\nfatal: Could not read from remote repository.\n\nPlease make sure you have the correct access rights\nand the repository exists.\n": "'origin' does not appear to be a git repository",
+		"error: a\n\t1\n\t2\n\t3\n\t4\n\t5\n\t6\n\t7\n":     "a: 1, 2, 3, 4, 5, and 2 more",
+		"remote: Repository not found.\n":                   "Repository not found.",
+		"hint: try this\nsomething odd happened\nhint: x\n": "something odd happened",
+	} {
+		if got := reason(stderr); got != want {
+			t.Errorf("reason(%q) = %q; want %q", stderr, got, want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"sync"
@@ -61,6 +62,43 @@ var userinfo = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(
 
 // redact drops the user info (tokens, passwords) from every URL in s.
 func redact(s string) string { return userinfo().ReplaceAllString(s, "$1") }
+
+// reason is why git failed, from its stderr: the first "fatal:" or
+// "error:" line, with the indented lines under it (the files a checkout
+// would overwrite). git's last line may say nothing ("Aborting"); it is
+// the reason only when no line says error.
+func reason(stderr string) string {
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	for i, l := range lines {
+		msg, ok := strings.CutPrefix(l, "fatal: ")
+		if !ok {
+			msg, ok = strings.CutPrefix(l, "error: ")
+		}
+		if !ok {
+			continue
+		}
+		var items []string
+		for _, next := range lines[i+1:] {
+			if !strings.HasPrefix(next, "\t") && !strings.HasPrefix(next, " ") {
+				break
+			}
+			if item := strings.TrimSpace(next); item != "" {
+				items = append(items, item)
+			}
+		}
+		if len(items) > maxItems {
+			items = append(items[:maxItems], fmt.Sprintf("and %d more", len(items)-maxItems))
+		}
+		if len(items) > 0 {
+			msg = strings.TrimSuffix(msg, ":") + ": " + strings.Join(items, ", ")
+		}
+		return strings.TrimSpace(msg)
+	}
+	return lastLine(stderr)
+}
+
+// maxItems is how many of the paths git lists under an error reason names.
+const maxItems = 5
 
 // lastLine is the last non-empty line of git's stderr, without the
 // "fatal: " or "error: " git puts before it.

@@ -177,6 +177,15 @@ func TestCheckout(t *testing.T) {
 	}
 	ws.Head = res.Commit
 
+	// An untracked file the thread also adds: git refuses, and says why.
+	write(t, filepath.Join(repo, "new.txt"), "mine\n")
+	_, err = m.Checkout(bg, repo, ws, "")
+	wantErr(t, err, ErrGit, KindWorkspace)
+	if !strings.Contains(err.Error(), "untracked working tree files would be overwritten by checkout: new.txt") {
+		t.Errorf("checkout over an untracked file: %v; want git's reason", err)
+	}
+	os.Remove(filepath.Join(repo, "new.txt"))
+
 	gitT(t, repo, "branch", "behind", ws.Base)
 	gitT(t, repo, "branch", "diverged", gitT(t, repo, "commit-tree", "main~1^{tree}", "-p", "main~1", "-m", "elsewhere"))
 	diverged := gitT(t, repo, "rev-parse", "diverged")

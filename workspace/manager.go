@@ -116,7 +116,7 @@ type gitError struct {
 }
 
 func (e *gitError) Error() string {
-	msg := lastLine(e.stderr)
+	msg := reason(e.stderr)
 	if msg == "" {
 		msg = e.err.Error()
 	}

@@ -104,7 +104,7 @@ func remoteErr(op, url string, err error) error {
 	if !errors.As(err, &ge) {
 		return fail(op+" "+url, err)
 	}
-	msg := lastLine(ge.stderr)
+	msg := reason(ge.stderr)
 	low := strings.ToLower(ge.stderr)
 	if strings.Contains(low, "does not appear to be a git repository") || strings.Contains(low, "not a git repository") ||
 		(op == "clone" && (strings.Contains(low, "does not exist") || strings.Contains(low, "repository not found"))) {

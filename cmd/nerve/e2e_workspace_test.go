@@ -236,6 +236,14 @@ func TestE2EWorkspaceExampleLocal(t *testing.T) {
 	if !strings.Contains(s.stdout, "CHANGES.md") || strings.Contains(s.stdout, "@@") {
 		t.Fatalf("thread diff --stat:\n%s", s)
 	}
+	// An untracked CHANGES.md, which the thread adds: git's reason, not
+	// its last word (Aborting).
+	os.WriteFile(filepath.Join(repo, "CHANGES.md"), []byte("mine\n"), 0o644)
+	refused := e.runIn(repo, 1, "thread", "checkout", run.Thread, "--branch", "review/retries")
+	if !strings.Contains(refused.stderr, "untracked working tree files would be overwritten by checkout: CHANGES.md") {
+		t.Fatalf("checkout over an untracked file:\n%s", refused)
+	}
+	os.Remove(filepath.Join(repo, "CHANGES.md"))
 	e.runIn(repo, 0, "thread", "checkout", run.Thread, "--branch", "review/retries")
 	if cur := git(t, repo, "branch", "--show-current"); cur != "review/retries" {
 		t.Fatalf("checkout: on %s", cur)
