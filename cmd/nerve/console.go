@@ -25,9 +25,11 @@ func newCmdConsole(f *Factory, runF func(*consoleOptions) error) *cobra.Command 
 	cmd := &cobra.Command{
 		Use:   "console",
 		Short: "Serve the web console of this machine's daemon on 127.0.0.1",
-		Long: `Serve the web console of the local daemon: threads, live thread pages, workflows, the running
-turns, usage and the inbox of human turns, answered through a form. It listens on loopback only and prints a sign-in link that works once; the browser
-that opens it is signed in with a session cookie. Ctrl-C stops it.`,
+		Long: `Serve the web console of the local daemon: threads, live thread pages,
+workflows, the running turns, usage and the inbox of human turns, answered
+through a form. It listens on loopback only and prints a sign-in link that
+works once; the browser that opens it is signed in with a session cookie.
+Ctrl-C stops it.`,
 		Example: `  nerve console
   nerve console --addr 127.0.0.1:8080`,
 		Args: cobra.NoArgs,
