@@ -71,10 +71,9 @@ func (q Query) Resolve(turn Turn, now time.Time) (string, workflow.Filter, error
 	}
 	f := workflow.Filter{Role: q.Role, Last: q.Last, Step: q.Step}
 	if q.Since != "" {
-		since, err := ParseSince(q.Since, now)
+		since, err := parseSince(q.name("since"), q.Since, now)
 		if err != nil {
-			return "", f, usagef("e.g. "+q.name("since")+" 10m or "+q.name("since")+" 2026-11-23T10:00:00Z",
-				"%s %q is neither a duration nor an RFC 3339 time", q.name("since"), q.Since)
+			return "", f, err
 		}
 		f.Since = since
 	}
@@ -82,14 +81,21 @@ func (q Query) Resolve(turn Turn, now time.Time) (string, workflow.Filter, error
 }
 
 // ParseSince reads a duration ago (10m) or an RFC 3339 time.
-func ParseSince(s string, now time.Time) (time.Time, error) {
+func ParseSince(s string, now time.Time) (time.Time, error) { return parseSince("since", s, now) }
+
+// parseSince is ParseSince with errors that call the filter name.
+func parseSince(name, s string, now time.Time) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			// A time in the future: nothing would ever match.
+			return time.Time{}, usagef("e.g. "+name+" 10m for the last ten minutes", "%s %q: a duration ago cannot be negative", name, s)
+		}
 		return now.Add(-d), nil
 	}
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t, nil
 	}
-	return time.Time{}, usagef("e.g. 10m or 2026-11-23T10:00:00Z", "since %q is neither a duration nor an RFC 3339 time", s)
+	return time.Time{}, usagef("e.g. "+name+" 10m or "+name+" 2026-11-23T10:00:00Z", "%s %q is neither a duration nor an RFC 3339 time", name, s)
 }
 
 // Messages answers q: from the turn's snapshot when q asks about the

@@ -32,6 +32,7 @@ func TestResolve(t *testing.T) {
 		{q: Query{Step: -1, Flags: true}, turn: turn, err: "--last and --step take positive numbers"},
 		{q: Query{Since: "yesterday"}, turn: turn, err: `since "yesterday" is neither a duration nor an RFC 3339 time`},
 		{q: Query{Since: "yesterday", Flags: true}, turn: turn, err: `--since "yesterday"`},
+		{q: Query{Since: "-5m", Flags: true}, turn: turn, err: `--since "-5m": a duration ago cannot be negative`},
 	} {
 		ref, f, err := c.q.Resolve(c.turn, now)
 		if c.err != "" {

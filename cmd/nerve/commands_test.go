@@ -57,7 +57,7 @@ func TestMainMapsErrors(t *testing.T) {
 		t.Fatalf("want one error line and one hint line, got %q", errOut.String())
 	}
 	io, _, errOut = TestStreams()
-	if code := Main([]string{"thread", "messages", "--last", "x"}, io); code != exitUsage || !strings.Contains(errOut.String(), "invalid argument") {
+	if code := Main([]string{"thread", "messages", "--last", "x"}, io); code != exitUsage || !strings.Contains(errOut.String(), `--last "x": want a whole number`) {
 		t.Fatalf("bad flag value: %d %q", code, errOut.String())
 	}
 }

@@ -62,7 +62,14 @@ func TestE2EBadInput(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{"unknown subcommand", []string{"workflow", "ps"}, 2, `unknown command "ps" for "nerve workflow"`},
 		{"flag of a subcommand", []string{"workspace", "prune", "--bogus"}, 2, "hint: see 'nerve workspace prune --help'"},
-		{"argument to a command of none", []string{"version", "extra"}, 2, "hint: see 'nerve version --help'"},
+		{"argument to a command of none", []string{"version", "extra"}, 2, `nerve version takes no arguments, got "extra"`},
+		{"too many arguments", []string{"thread", "messages", "a", "b"}, 2, "nerve thread messages takes at most one thread, got 2"},
+		{"help on an unknown command", []string{"help", "bogus"}, 2, `unknown command "bogus" for "nerve"`},
+		{"completion for an unknown shell", []string{"completion", "tcsh"}, 2, `unknown shell "tcsh"; want bash, fish, powershell, zsh`},
+		{"whole number out of range", []string{"thread", "messages", "--last", "99999999999999999999"}, 2, `--last "99999999999999999999": want a whole number from`},
+		{"not a duration", []string{"daemon", "stop", "--timeout", "soon"}, 2, `--timeout "soon": want a duration such as`},
+		{"--last 0", []string{"thread", "messages", "ok#thread-1", "--last", "0"}, 2, "--last 0: want 1 or more"},
+		{"--since in the future", []string{"thread", "messages", "ok#thread-1", "--since", "-5m"}, 2, `--since "-5m": a duration ago cannot be negative`},
 		{"console port out of range", []string{"console", "--addr", "127.0.0.1:99999"}, 2, `--addr "127.0.0.1:99999": address 99999: invalid port`},
 		{"khala port out of range", []string{"khala", "serve", "--addr", ":65536"}, 2, `--addr ":65536": address 65536: invalid port`},
 		{"unknown subcommand two deep", []string{"khala", "user", "delete", "bob"}, 2, `unknown command "delete" for "nerve khala user"`},
@@ -107,6 +114,9 @@ func TestE2EBadInput(t *testing.T) {
 			r := se.must(tc.code, tc.args...)
 			if !strings.Contains(r.stderr, tc.want) {
 				t.Fatalf("stderr lacks %q:\n%s", tc.want, r)
+			}
+			if strings.Contains(r.stderr, "strconv.") {
+				t.Fatalf("Go internals in an error:\n%s", r.stderr)
 			}
 			if errLines := strings.Split(strings.TrimSpace(r.stderr), "\n"); tc.code == 2 && len(errLines) > 2 {
 				t.Fatalf("a usage error is one line (and a hint):\n%s", r.stderr)

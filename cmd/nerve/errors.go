@@ -3,6 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit codes, as DESIGN.md promises scripts.
@@ -70,3 +74,36 @@ type failedError struct {
 func (e *failedError) Error() string { return e.msg }
 func (e *failedError) ExitCode() int { return exitFailed }
 func (e *failedError) Hint() string  { return e.hint }
+
+// flagError is a flag value the parser refused, as a usage error that says
+// what the flag takes rather than the parser's internals (strconv.ParseInt:
+// ...): `--last "x": want a whole number`.
+func flagError(c *cobra.Command, err error) error {
+	hint := "see '" + c.CommandPath() + " --help'"
+	var bad *pflag.InvalidValueError
+	if !errors.As(err, &bad) {
+		return usageErrorf(hint, "%s", err)
+	}
+	fl := bad.GetFlag()
+	return usageErrorf(hint, "--%s %q: %s", fl.Name, bad.GetValue(), wantOf(fl.Value.Type(), errors.Unwrap(bad)))
+}
+
+// intBits is the size of each whole-number flag type pflag parses.
+var intBits = map[string]int{"int": 64, "int64": 64, "int32": 32, "int16": 16, "int8": 8}
+
+// wantOf says what a flag of type typ takes, given why a value was refused.
+func wantOf(typ string, cause error) string {
+	if bits, ok := intBits[typ]; ok {
+		if errors.Is(cause, strconv.ErrRange) {
+			return fmt.Sprintf("want a whole number from %d to %d", int64(-1)<<(bits-1), int64(uint64(1)<<(bits-1)-1))
+		}
+		return "want a whole number"
+	}
+	switch typ {
+	case "duration":
+		return "want a duration such as 90s, 5m or 1h30m"
+	case "bool":
+		return "want true or false"
+	}
+	return cause.Error()
+}

@@ -55,9 +55,6 @@ Only the token's hash is stored; the token is shown once.`,
 			if opts.Uses < 1 {
 				return usageErrorf("a token enrolls at least one agent", "--uses %d: want 1 or more", opts.Uses)
 			}
-			if opts.TTL < 0 {
-				return usageErrorf("use 0 for a token that does not expire", "--ttl %s: a lifetime cannot be negative", opts.TTL)
-			}
 			if runF != nil {
 				return runF(opts)
 			}

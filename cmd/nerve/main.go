@@ -60,9 +60,8 @@ func Main(args []string, io *IOStreams) int {
 		return se.code
 	}
 	if strings.HasPrefix(err.Error(), "unknown command") {
-		// cobra's (and a command group's) error for a mistyped subcommand,
-		// or an argument to a command that takes none:
-		// `unknown command "x" for "nerve validate"`
+		// cobra's (and a command group's, and help's) error for a mistyped
+		// subcommand: `unknown command "x" for "nerve workflow"`
 		err = usageErrorf("see '"+commandOf(err.Error())+" --help'", "%s", err.Error())
 	}
 	printError(io, err)

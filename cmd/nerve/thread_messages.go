@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,10 +35,22 @@ func newCmdThreadMessages(f *Factory, runF func(*threadMessagesOptions) error) *
 		Short: "Print a thread's messages, filtered; inside a turn the thread defaults to $NERVE_THREAD",
 		Example: `  nerve thread messages --last 3
   nerve thread messages code-review#thread-3 --role reviewer --json`,
-		Args: cobra.MaximumNArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageErrorf("see 'nerve thread messages --help'", "nerve thread messages takes at most one thread, got %d: %s", len(args), strings.Join(args, " "))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				opts.Ref = args[0]
+			}
+			// 0 is what leaving a filter out means; given, it is a mistake
+			// (as --uses 0 and --limit 0 are elsewhere).
+			for _, fl := range []string{"last", "step"} {
+				if n, _ := cmd.Flags().GetInt(fl); cmd.Flags().Changed(fl) && n < 1 {
+					return usageErrorf("leave --"+fl+" out for every message", "--%s %d: want 1 or more", fl, n)
+				}
 			}
 			if runF != nil {
 				return runF(opts)
