@@ -34,3 +34,38 @@ func TestE2ENegativeDurations(t *testing.T) {
 		t.Fatalf("a refused command made the Khala database: %v", err)
 	}
 }
+
+// A --db that names no database is a typo: no command but serve makes one,
+// and a read-only one makes nothing even at the default path.
+func TestE2EKhalaDBMustExist(t *testing.T) {
+	e := newEnv(t)
+	typo := filepath.Join(e.home, "typo.db")
+	deep := filepath.Join(e.home, "typo", "dir", "x.db")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"khala", "user", "list", "--db", typo}, "--db " + typo + " does not exist\nhint: check --db: 'nerve khala serve' creates its database, by default " + filepath.Join(e.home, "khala.db")},
+		{[]string{"khala", "user", "add", "alice", "--db", typo}, "does not exist"},
+		{[]string{"khala", "user", "remove", "alice", "--db", typo}, "does not exist"},
+		{[]string{"khala", "enroll-token", "--db", deep}, "--db " + deep + " does not exist"},
+		{[]string{"khala", "user", "list"}, "no Khala database at " + filepath.Join(e.home, "khala.db")},
+		{[]string{"khala", "serve", "--db", e.home}, "--db " + e.home + " is a directory; want a database file path"},
+		{[]string{"khala", "enroll-token", "--db", e.home}, "is a directory"},
+	} {
+		r := e.must(2, tc.args...)
+		if !strings.HasPrefix(r.stderr, "nerve: ") || !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 2 {
+			t.Errorf("%s: want %q in one line and a hint:\n%s", strings.Join(tc.args, " "), tc.want, r.stderr)
+		}
+	}
+	for _, made := range []string{typo, filepath.Join(e.home, "typo"), filepath.Join(e.home, "khala.db")} {
+		if _, err := os.Stat(made); !os.IsNotExist(err) {
+			t.Errorf("a refused command made %s: %v", made, err)
+		}
+	}
+	// The default file is still made by issuing before the first serve:
+	// that is the file the server will serve, so the token is good.
+	e.must(0, "khala", "enroll-token")
+	e.must(0, "khala", "user", "list")
+	e.must(0, "khala", "user", "add", "alice", "--db", filepath.Join(e.home, "khala.db"))
+}

@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
 
 	"github.com/spf13/cobra"
 
-	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/khala"
 )
 
@@ -36,6 +34,7 @@ func newCmdKhalaEnrollToken(f *Factory, runF func(*khalaEnrollOptions) error) *c
 It works whether or not the server runs: with no server it writes the database
 itself; while 'nerve khala serve' holds the file, it asks that server through
 the admin file the server keeps beside the database (FILE.admin, mode 0600).
+A --db that does not exist is refused: the server creates its own database.
 With --postgres DSN (or NERVE_KHALA_POSTGRES) it writes the token to that
 PostgreSQL database, which every replica serving it then accepts.
 Only the token's hash is stored; the token is shown once.`,
@@ -43,14 +42,8 @@ Only the token's hash is stored; the token is shown once.`,
   nerve khala enroll-token --uses 5 --ttl 72h --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opts.Postgres != "" && cmd.Flags().Changed("db") {
-				return usageErrorf("issue into one of them", "--db and --postgres exclude each other")
-			}
-			if opts.Postgres == "" && !cmd.Flags().Changed("db") {
-				opts.Postgres = f.Getenv(envKhalaPostgres)
-			}
-			if opts.DB == "" && opts.Postgres == "" {
-				opts.DB = filepath.Join(config.Home(f.Getenv), "khala.db")
+			if err := resolveKhalaDB(f, cmd, &opts.DB, &opts.Postgres, dbWrite); err != nil {
+				return err
 			}
 			if opts.Uses < 1 {
 				return usageErrorf("a token enrolls at least one agent", "--uses %d: want 1 or more", opts.Uses)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -67,15 +68,8 @@ finish (at most --grace), the database is closed. A second signal exits at once.
   NERVE_KHALA_POSTGRES=postgres://khala@db.internal/khala nerve khala serve --addr 0.0.0.0:7700 --pool-size 20`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opts.Postgres != "" && cmd.Flags().Changed("db") {
-				return usageErrorf("serve from one of them", "--db and --postgres exclude each other")
-			}
-			// Flags win over the environment: an explicit --db means bbolt.
-			if opts.Postgres == "" && !cmd.Flags().Changed("db") {
-				opts.Postgres = f.Getenv(envKhalaPostgres)
-			}
-			if opts.DB == "" && opts.Postgres == "" {
-				opts.DB = filepath.Join(config.Home(f.Getenv), "khala.db")
+			if err := resolveKhalaDB(f, cmd, &opts.DB, &opts.Postgres, dbCreate); err != nil {
+				return err
 			}
 			if opts.MaxDepth < 1 {
 				return usageErrorf("a top-level thread is at depth 0, its children at 1", "--max-spawn-depth %d: want 1 or more", opts.MaxDepth)
@@ -96,6 +90,52 @@ finish (at most --grace), the database is closed. A second signal exits at once.
 	cmd.Flags().DurationVar(&opts.MaxWait, "max-wait", 60*time.Second, "longest claim long poll")
 	cmd.Flags().IntVar(&opts.MaxDepth, "max-spawn-depth", workflow.DefaultMaxSpawnDepth, "how deep child threads may nest (a child of a top-level thread is at depth 1)")
 	return cmd
+}
+
+// How a command uses the bbolt file of --db.
+type khalaDBUse int
+
+const (
+	dbCreate   khalaDBUse = iota // serve: creates the file when absent
+	dbWrite                      // writes into it: only the default file may be created
+	dbExisting                   // reads or removes: the file must exist
+)
+
+// resolveKhalaDB applies the defaults of --db and --postgres, which every
+// khala command takes, and checks the bbolt file for use: a command that
+// created a file no server uses would hand out a token, or report no
+// people, of a database nobody serves (a typo in --db).
+func resolveKhalaDB(f *Factory, cmd *cobra.Command, db, postgres *string, use khalaDBUse) error {
+	named := cmd.Flags().Changed("db")
+	if *postgres != "" && named {
+		return usageErrorf("name one of them", "--db and --postgres exclude each other")
+	}
+	// Flags win over the environment: an explicit --db means bbolt.
+	if *postgres == "" && !named {
+		*postgres = f.Getenv(envKhalaPostgres)
+	}
+	if *postgres != "" {
+		return nil
+	}
+	def := filepath.Join(config.Home(f.Getenv), "khala.db")
+	if *db == "" {
+		*db = def
+	}
+	what := *db
+	if named {
+		what = "--db " + *db
+	}
+	fi, err := os.Stat(*db)
+	if err == nil && fi.IsDir() {
+		return usageErrorf("e.g. --db "+filepath.Join(*db, "khala.db"), "%s is a directory; want a database file path", what)
+	}
+	if !errors.Is(err, fs.ErrNotExist) || use == dbCreate || (use == dbWrite && !named) {
+		return nil // any other error is the opening's to report
+	}
+	if named {
+		return usageErrorf("check --db: 'nerve khala serve' creates its database, by default "+def, "%s does not exist", what)
+	}
+	return usageErrorf("'nerve khala serve' creates it; name another server's file with --db", "no Khala database at %s", *db)
 }
 
 func khalaServeRun(ctx context.Context, opts *khalaServeOptions) error {

@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/khala"
 	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
 	"github.com/nerve-agents/nerve/workflow"
@@ -41,22 +39,12 @@ server runs, and against PostgreSQL with --postgres.`,
 	return cmd
 }
 
-// userFlags adds --db and --postgres; resolve applies their defaults.
-func userFlags(f *Factory, cmd *cobra.Command, opts *khalaUserOptions) func() error {
+// userFlags adds --db and --postgres; resolve applies their defaults and
+// checks the bbolt file for use.
+func userFlags(f *Factory, cmd *cobra.Command, opts *khalaUserOptions, use khalaDBUse) func() error {
 	cmd.Flags().StringVar(&opts.DB, "db", "", "the server's bbolt database file (default $NERVE_HOME/khala.db)")
 	cmd.Flags().StringVar(&opts.Postgres, "postgres", "", "the replicas' PostgreSQL database (DSN; default $"+envKhalaPostgres+")")
-	return func() error {
-		if opts.Postgres != "" && cmd.Flags().Changed("db") {
-			return usageErrorf("name one of them", "--db and --postgres exclude each other")
-		}
-		if opts.Postgres == "" && !cmd.Flags().Changed("db") {
-			opts.Postgres = f.Getenv(envKhalaPostgres)
-		}
-		if opts.DB == "" && opts.Postgres == "" {
-			opts.DB = filepath.Join(config.Home(f.Getenv), "khala.db")
-		}
-		return nil
-	}
+	return func() error { return resolveKhalaDB(f, cmd, &opts.DB, &opts.Postgres, use) }
 }
 
 func (o *khalaUserOptions) run(ctx context.Context, req khala.UserRequest) ([]khala.User, string, error) {
@@ -95,7 +83,7 @@ func newCmdKhalaUserAdd(f *Factory) *cobra.Command {
 		Example: "  T=$(nerve khala user add alice)\n  nerve khala user add bob --json",
 		Args:    exactArgs(1, "name the person"),
 	}
-	resolve := userFlags(f, cmd, opts)
+	resolve := userFlags(f, cmd, opts, dbWrite)
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"name", "token", "added_at"}`)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := resolve(); err != nil {
@@ -127,7 +115,7 @@ func newCmdKhalaUserList(f *Factory) *cobra.Command {
 		Short: "List the people who may answer human turns",
 		Args:  cobra.NoArgs,
 	}
-	resolve := userFlags(f, cmd, opts)
+	resolve := userFlags(f, cmd, opts, dbExisting)
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print [{"name", "added_at"}]`)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := resolve(); err != nil {
@@ -169,7 +157,7 @@ func newCmdKhalaUserRemove(f *Factory) *cobra.Command {
 		Short: "Remove a person: their token stops working at once",
 		Args:  exactArgs(1, "name the person"),
 	}
-	resolve := userFlags(f, cmd, opts)
+	resolve := userFlags(f, cmd, opts, dbExisting)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := resolve(); err != nil {
 			return err
