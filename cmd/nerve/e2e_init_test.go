@@ -131,3 +131,17 @@ func TestE2EInitExampleLoads(t *testing.T) {
 		t.Fatalf("validate of the example: %s", v)
 	}
 }
+
+// A person's role (human: true) has no adapter: init does not look for one.
+func TestE2EInitHumanRole(t *testing.T) {
+	e := newEnv(t)
+	src, err := os.ReadFile(repoFile(t, "examples/release.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.write("workflows/release.yaml", string(src))
+	r := e.must(0, "init")
+	if strings.Contains(r.stdout, "✗") || !strings.Contains(r.stdout, "✓ workflow release") {
+		t.Fatalf("init with a human role:\n%s", r)
+	}
+}

@@ -37,6 +37,9 @@ func availability(ctx context.Context, f *Factory, cfg *config.Config) []check {
 			continue
 		}
 		for role, r := range e.Def.Roles {
+			if e.Def.IsHuman(role) {
+				continue // a person answers it: no adapter
+			}
 			neededAdapters[r.Adapter] = "workflow " + e.Name + " role " + role
 		}
 	}
