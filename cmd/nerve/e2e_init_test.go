@@ -145,3 +145,9 @@ func TestE2EInitHumanRole(t *testing.T) {
 		t.Fatalf("init with a human role:\n%s", r)
 	}
 }
+
+func TestInitHelpShowsARealEnrollToken(t *testing.T) {
+	if ex := newCmdInit(&Factory{}, nil).Example; !strings.Contains(ex, "--enroll-token khala_enroll_") {
+		t.Fatalf("init's example enrollment token is not Khala's form (khala_enroll_...):\n%s", ex)
+	}
+}

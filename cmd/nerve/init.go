@@ -61,7 +61,7 @@ adapter a workflow or reflex names (binary, version, permissions), every
 remote (reachable, token accepted), the extract endpoint. It exits 1 when
 something a workflow or reflex needs is missing; other problems are warnings.`,
 		Example: `  nerve init --name laptop-1
-  nerve init --remote origin=http://khala.internal:7700 --enroll-token nrv_enroll_...`,
+  nerve init --remote origin=http://khala.internal:7700 --enroll-token khala_enroll_...`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
