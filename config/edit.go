@@ -86,7 +86,13 @@ func RemoveRemote(path, name string) (bool, error) {
 	return found, err
 }
 
+// editFile applies edit to the YAML document of path under path's lock,
+// so concurrent edits serialise instead of overwriting one another.
 func editFile(path string, edit func(doc *yaml.Node) error) error {
+	return withFileLock(path, func() error { return editLocked(path, edit) })
+}
+
+func editLocked(path string, edit func(doc *yaml.Node) error) error {
 	data, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err

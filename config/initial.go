@@ -50,19 +50,23 @@ log:
 `
 
 // WriteInitial creates path with a commented nerve.yaml for an agent
-// called name, unless the file exists. It reports whether it wrote.
+// called name, unless the file exists. It reports whether it wrote. It
+// holds path's lock, so it cannot replace a file another command (nerve
+// remote add) has just written.
 func WriteInitial(path, name string) (bool, error) {
-	if _, err := os.Stat(path); err == nil {
-		return false, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return false, err
-	}
 	var b bytes.Buffer
 	if err := initialTmpl().Execute(&b, struct{ Name string }{name}); err != nil {
 		return false, err
 	}
-	if err := atomicfile.WriteFile(path, b.Bytes(), 0o600); err != nil {
-		return false, err
-	}
-	return true, nil
+	wrote := false
+	err := withFileLock(path, func() error {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		wrote = true
+		return atomicfile.WriteFile(path, b.Bytes(), 0o600)
+	})
+	return wrote && err == nil, err
 }

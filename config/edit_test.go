@@ -1,0 +1,74 @@
+package config_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/nerve-agents/nerve/config"
+)
+
+// TestConcurrentEditProcess is a child of TestConcurrentEditsKeepEveryChange:
+// one writer, as 'nerve init --remote' is (the first nerve.yaml, then a
+// remote), run as its own process.
+func TestConcurrentEditProcess(t *testing.T) {
+	path, name := os.Getenv("NERVE_TEST_EDIT_FILE"), os.Getenv("NERVE_TEST_EDIT_REMOTE")
+	if path == "" {
+		t.Skip("run by TestConcurrentEditsKeepEveryChange")
+	}
+	if _, err := config.WriteInitial(path, "laptop-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := config.AddRemote(path, name, "http://127.0.0.1:1/"+name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Writers in separate processes take turns: no remote one adds is lost to
+// another's read-modify-write, and none is overwritten by a first nerve.yaml.
+func TestConcurrentEditsKeepEveryChange(t *testing.T) {
+	home := t.TempDir()
+	path := filepath.Join(home, "nerve.yaml")
+	const writers = 16
+	var wg sync.WaitGroup
+	want := make([]string, writers)
+	for i := range writers {
+		want[i] = fmt.Sprintf("r%02d", i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestConcurrentEditProcess$", "-test.count=1")
+			cmd.Env = append(os.Environ(), "NERVE_TEST_EDIT_FILE="+path, "NERVE_TEST_EDIT_REMOTE="+want[i])
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("writer %s: %v\n%s", want[i], err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	cfg, err := config.Load(config.LoadOptions{File: path, Getenv: onlyHome(home)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for name := range cfg.Remotes {
+		got = append(got, name)
+	}
+	sort.Strings(got)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("remotes after %d concurrent writers: %v, want %v", writers, got, want)
+	}
+}
+
+// onlyHome is an environment with NERVE_HOME=home and nothing else.
+func onlyHome(home string) func(string) string {
+	return func(k string) string {
+		if k == "NERVE_HOME" {
+			return home
+		}
+		return ""
+	}
+}
