@@ -85,6 +85,7 @@ func TestBadFiles(t *testing.T) {
 		{"unknown top key", "agent: {name: a}\nremotez: {}\n", `unknown key "remotez" (did you mean "remotes"?)`, 2},
 		{"unknown nested key", "adapters:\n  claude:\n    timout: 5m\n", `adapters.claude.timout: unknown key "timout" (did you mean "timeout"?)`, 3},
 		{"wrong type", "agent:\n  max_concurrent_turns: lots\n", "agent.max_concurrent_turns", 2},
+		{"agent name Khala refuses", "agent:\n  name: my laptop\n", "agent.name: must be 1-64 letters, digits", 2},
 		{"bad duration", "adapters:\n  claude:\n    timeout: forever\n", `"forever" is not a duration`, 3},
 		{"zero capacity", "agent:\n  max_concurrent_turns: 0\n", "agent.max_concurrent_turns: must be at least 1", 2},
 		{"unknown adapter type", "adapters:\n  x:\n    type: clod\n", `adapters.x.type: unknown type "clod"`, 3},

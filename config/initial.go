@@ -3,10 +3,14 @@ package config
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"sync"
 	"text/template"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/nerve-agents/nerve/internal/atomicfile"
 )
@@ -22,7 +26,7 @@ const initialYAML = `# nerve.yaml of {{.Name}}, written by 'nerve init'. Every k
 # 'nerve validate' checks this file and your workflows.
 
 agent:
-  name: {{.Name}}                # how this agent appears in traces
+  name: {{.Quoted}}                # how this agent appears in traces
   max_concurrent_turns: 2        # turns this machine runs at once
 
 # Khala servers, added with 'nerve remote add NAME URL' or 'nerve init --remote'.
@@ -54,12 +58,22 @@ log:
 // holds path's lock, so it cannot replace a file another command (nerve
 // remote add) has just written.
 func WriteInitial(path, name string) (bool, error) {
+	// A valid name is one line, so it cannot break out of the comment; it
+	// is still quoted where YAML would read it as another type (null, 1e3).
+	if err := CheckAgentName(name); err != nil {
+		return false, fmt.Errorf("agent name %q: %w", name, err)
+	}
+	quoted, err := yaml.Marshal(name)
+	if err != nil {
+		return false, err
+	}
 	var b bytes.Buffer
-	if err := initialTmpl().Execute(&b, struct{ Name string }{name}); err != nil {
+	data := struct{ Name, Quoted string }{name, strings.TrimSuffix(string(quoted), "\n")}
+	if err := initialTmpl().Execute(&b, data); err != nil {
 		return false, err
 	}
 	wrote := false
-	err := withFileLock(path, func() error {
+	err = withFileLock(path, func() error {
 		if _, err := os.Stat(path); err == nil {
 			return nil
 		} else if !errors.Is(err, fs.ErrNotExist) {

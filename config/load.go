@@ -29,7 +29,7 @@ type LoadOptions struct {
 // Defaults returns the configuration used where nerve.yaml says nothing.
 func Defaults(home string) *Config {
 	host, _ := os.Hostname()
-	if host == "" {
+	if CheckAgentName(host) != nil {
 		host = "nerve"
 	}
 	return &Config{

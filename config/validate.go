@@ -25,7 +25,21 @@ var (
 	logLevels  = []string{"debug", "info", "warn", "error"}
 	logFormats = []string{"text", "json", "logfmt"}
 	nameRE     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`) })
+	// agentNameRE is what Khala enrolls an agent under (its agent names):
+	// a name it would refuse fails later, at 'nerve init --enroll-token'.
+	agentNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
 )
+
+// CheckAgentName says why name cannot be agent.name, or returns nil.
+func CheckAgentName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("must not be empty")
+	case !agentNameRE().MatchString(name):
+		return errors.New("must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+	}
+	return nil
+}
 
 // Validate checks the merged configuration and returns every problem, each
 // located in the file when lines knows where the field was written.
@@ -34,8 +48,8 @@ func Validate(cfg *Config, lines yamlfile.Lines) yamlfile.Errors {
 	if v.file == "" {
 		v.file = "nerve.yaml"
 	}
-	if cfg.Agent.Name == "" {
-		v.add("agent.name", "must not be empty")
+	if err := CheckAgentName(cfg.Agent.Name); err != nil {
+		v.add("agent.name", "%s", err)
 	}
 	if cfg.Agent.MaxConcurrentTurns < 1 {
 		v.add("agent.max_concurrent_turns", "must be at least 1, got %d", cfg.Agent.MaxConcurrentTurns)

@@ -70,7 +70,7 @@ func TestCommandFlags(t *testing.T) {
 		{"init", func(f *Factory, got *any) *cobra.Command {
 			return newCmdInit(f, func(o *initOptions) error { *got = *o; return nil })
 		}, []string{"--name", "n1", "--remote", "origin=http://h:1", "--enroll-token", "T", "--json"},
-			initOptions{Name: "n1", Remote: "origin=http://h:1", EnrollToken: "T", JSON: true}},
+			initOptions{Name: "n1", NameGiven: true, Remote: "origin=http://h:1", EnrollToken: "T", JSON: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

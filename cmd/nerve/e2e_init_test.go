@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +29,9 @@ func TestE2EInitCreatesAndIsIdempotent(t *testing.T) {
 	again, _ := os.ReadFile(home + "/nerve.yaml")
 	if string(again) != string(cfg) {
 		t.Fatal("a second init must not change nerve.yaml")
+	}
+	if want := "--name other-name not used: " + home + "/nerve.yaml names this agent laptop-1 and was left as it is; edit agent.name there to rename it\n"; second.stderr != want {
+		t.Fatalf("a second init with another --name must say it kept the name:\n%q\nwant %q", second.stderr, want)
 	}
 	if !strings.Contains(second.stdout, "exists (left as it is)") || strings.Count(second.stdout, "\n") != strings.Count(first.stdout, "\n") {
 		t.Fatalf("second run:\n%s\nfirst run:\n%s", second.stdout, first.stdout)
@@ -149,5 +153,27 @@ func TestE2EInitHumanRole(t *testing.T) {
 func TestInitHelpShowsARealEnrollToken(t *testing.T) {
 	if ex := newCmdInit(&Factory{}, nil).Example; !strings.Contains(ex, "--enroll-token khala_enroll_") {
 		t.Fatalf("init's example enrollment token is not Khala's form (khala_enroll_...):\n%s", ex)
+	}
+}
+
+// A name nerve.yaml would refuse (or that would break it) is refused
+// before anything is written.
+func TestE2EInitRefusesBadName(t *testing.T) {
+	e := newEnv(t)
+	home := filepath.Join(e.home, "fresh")
+	e.extra = []string{"NERVE_HOME=" + home}
+	for _, name := range []string{`bad name: "x"`, "two\nlines", "-x", ""} {
+		r := e.must(2, "init", "--name", name)
+		if want := fmt.Sprintf("nerve: --name %q: ", name); !strings.HasPrefix(r.stderr, want) || !strings.Contains(r.stderr, "hint: e.g. --name laptop-1") {
+			t.Fatalf("init --name %q:\n%s", name, r)
+		}
+		if _, err := os.Stat(home); err == nil {
+			t.Fatalf("init --name %q created %s", name, home)
+		}
+	}
+	// A valid name YAML would read as another type is quoted.
+	e.must(0, "init", "--name", "null")
+	if r := e.must(0, "validate", "--json"); !strings.Contains(r.stdout, `"ok":true`) {
+		t.Fatalf("validate after init --name null: %s", r)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 type initOptions struct {
 	Name        string
+	NameGiven   bool   // --name was given, if empty: an error, not the host name
 	Remote      string // NAME=URL
 	EnrollToken string
 	PersonToken string
@@ -64,6 +65,7 @@ something a workflow or reflex needs is missing; other problems are warnings.`,
   nerve init --remote origin=http://khala.internal:7700 --enroll-token khala_enroll_...`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.NameGiven = cmd.Flags().Changed("name")
 			if runF != nil {
 				return runF(opts)
 			}
@@ -93,6 +95,11 @@ func initRun(ctx context.Context, f *Factory, opts *initOptions) error {
 		}
 		if err := checkRemote("--remote", remoteName, remoteURL); err != nil {
 			return err
+		}
+	}
+	if opts.NameGiven {
+		if err := config.CheckAgentName(opts.Name); err != nil {
+			return usageErrorf("e.g. --name laptop-1", "--name %q: %v", opts.Name, err)
 		}
 	}
 	if opts.EnrollToken != "" && remoteName == "" {
@@ -135,6 +142,11 @@ func initRun(ctx context.Context, f *Factory, opts *initOptions) error {
 	cfg, err := config.Load(config.LoadOptions{File: f.configFile, Getenv: f.Getenv})
 	if err != nil {
 		return err
+	}
+	if !wrote && opts.Name != "" && opts.Name != cfg.Agent.Name {
+		// init never overwrites nerve.yaml (DESIGN.md), so say why --name did nothing.
+		fmt.Fprintf(f.IO.ErrOut, "--name %s not used: %s names this agent %s and was left as it is; edit agent.name there to rename it\n",
+			opts.Name, displayPath(cfgPath), cfg.Agent.Name)
 	}
 	if opts.EnrollToken != "" {
 		// Enroll first: a refused token leaves nerve.yaml as it was.
