@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,14 +78,26 @@ func Load(opts LoadOptions) (*Config, error) {
 	default:
 		return nil, &yamlfile.Error{File: file, Msg: err.Error()}
 	}
-	if err := overlay(cfg, getenv, opts.Flags); err != nil {
+	given, err := overlay(cfg, getenv, opts.Flags)
+	if err != nil {
 		return nil, err
 	}
 	finish(cfg)
 	if errs := Validate(cfg, lines); len(errs) > 0 {
-		return nil, errs
+		return nil, blameOverrides(errs, given)
 	}
 	return cfg, nil
+}
+
+// blameOverrides names the flag or environment variable that set a bad
+// value, rather than the line of nerve.yaml it replaced: a usage error.
+func blameOverrides(errs yamlfile.Errors, given map[string]string) error {
+	for _, e := range errs {
+		if source, ok := given[e.Field]; ok {
+			return &usageErr{fmt.Errorf("%s: %s", source, e.Msg)}
+		}
+	}
+	return errs
 }
 
 // finish fills what depends on other settings.
@@ -112,36 +125,47 @@ var overlayKeys = map[string]string{
 	"daemon.shutdown_grace":      "shutdown-grace",
 }
 
-func overlay(cfg *Config, getenv func(string) string, flags *pflag.FlagSet) error {
+// overlay applies the overlayKeys set by environment variables, then
+// flags, to cfg. It returns each overridden key's source as the user wrote
+// it (--log-level "loud", NERVE_LOG_LEVEL="loud"), for errors to name.
+func overlay(cfg *Config, getenv func(string) string, flags *pflag.FlagSet) (map[string]string, error) {
 	v := viper.New()
-	v.SetEnvPrefix("NERVE")
-	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	source := map[string]string{} // key -> a format naming where its value comes from
 	for key, flag := range overlayKeys {
 		envName := "NERVE_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 		if val := getenv(envName); val != "" {
-			v.Set(key, val) // explicit Set: getenv may not be os.Getenv
+			// A default, not Set: viper puts Set above flags, and a flag
+			// must win over the environment. (getenv may not be os.Getenv,
+			// so viper's own env binding cannot read it.)
+			v.SetDefault(key, val)
+			source[key] = envName + "=%q"
 		}
 		if flags != nil {
 			if f := flags.Lookup(flag); f != nil && f.Changed {
 				if err := v.BindPFlag(key, f); err != nil {
-					return err
+					return nil, err
 				}
+				source[key] = "--" + flag + " %q"
 			}
 		}
 	}
+	given := map[string]string{}
 	var err error
 	set := func(key string, apply func(string) error) {
-		if err == nil && v.IsSet(key) {
-			if e := apply(v.GetString(key)); e != nil {
-				err = fmt.Errorf("%s (from environment or flag): %w", key, e)
-			}
+		if _, ok := source[key]; !ok || err != nil {
+			return
+		}
+		val := v.GetString(key)
+		given[key] = fmt.Sprintf(source[key], val)
+		if e := apply(val); e != nil {
+			err = &usageErr{fmt.Errorf("%s: %w", given[key], e)}
 		}
 	}
 	set("agent.name", func(s string) error { cfg.Agent.Name = s; return nil })
 	set("agent.max_concurrent_turns", func(s string) error {
-		var n int
-		if _, e := fmt.Sscan(s, &n); e != nil {
-			return fmt.Errorf("%q is not a number", s)
+		n, e := strconv.Atoi(s)
+		if e != nil {
+			return errors.New("want a whole number")
 		}
 		cfg.Agent.MaxConcurrentTurns = n
 		return nil
@@ -150,13 +174,13 @@ func overlay(cfg *Config, getenv func(string) string, flags *pflag.FlagSet) erro
 	set("log.format", func(s string) error { cfg.Log.Format = s; return nil })
 	set("daemon.shutdown_grace", func(s string) error {
 		d, e := time.ParseDuration(s)
+		if e != nil {
+			return errors.New("want a duration such as 90s or 20m")
+		}
 		cfg.Daemon.ShutdownGrace = yamlfile.Duration(d)
-		return e
+		return nil
 	})
-	if err != nil {
-		return &usageErr{err}
-	}
-	return nil
+	return given, err
 }
 
 type usageErr struct{ error }

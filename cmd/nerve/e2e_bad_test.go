@@ -104,6 +104,8 @@ func TestE2EBadInput(t *testing.T) {
 		{"thread messages without ref", []string{"thread", "messages"}, 2, "NERVE_THREAD is not set"},
 		{"bad --since", []string{"thread", "messages", "ok#thread-1", "--since", "yesterday"}, 2, `--since "yesterday"`},
 		{"cancel without thread", []string{"workflow", "cancel", "ok"}, 2, "names no thread"},
+		{"bad --log-level", []string{"daemon", "--log-level", "loud"}, 2, `nerve: --log-level "loud": unknown level "loud"`},
+		{"empty --name", []string{"daemon", "--name", ""}, 2, `nerve: --name "": must not be empty`},
 	}
 	// A good thread first, so thread-1 exists for the thread cases.
 	e.must(0, "workflow", "run", h+"/ok.yaml")
