@@ -84,7 +84,10 @@ func TestBadFiles(t *testing.T) {
 		{"syntax", "agent:\n\tname: a\n", "invalid YAML", 2},
 		{"unknown top key", "agent: {name: a}\nremotez: {}\n", `unknown key "remotez" (did you mean "remotes"?)`, 2},
 		{"unknown nested key", "adapters:\n  claude:\n    timout: 5m\n", `adapters.claude.timout: unknown key "timout" (did you mean "timeout"?)`, 3},
-		{"wrong type", "agent:\n  max_concurrent_turns: lots\n", "agent.max_concurrent_turns", 2},
+		{"wrong type", "agent:\n  max_concurrent_turns: lots\n", `agent.max_concurrent_turns: want a whole number, got "lots"`, 2},
+		{"number out of range", "agent:\n  max_concurrent_turns: 99999999999999999999\n", "agent.max_concurrent_turns: want a whole number, got 99999999999999999999 (out of range)", 2},
+		{"list for a mapping", "remotes: [origin]\n", "remotes: want a mapping, got a list", 1},
+		{"not a mapping at all", "laptop-1\n", `nerve.yaml:1: want a mapping, got "laptop-1"`, 1},
 		{"agent name Khala refuses", "agent:\n  name: my laptop\n", "agent.name: must be 1-64 letters, digits", 2},
 		{"bad duration", "adapters:\n  claude:\n    timeout: forever\n", `"forever" is not a duration`, 3},
 		{"zero capacity", "agent:\n  max_concurrent_turns: 0\n", "agent.max_concurrent_turns: must be at least 1", 2},
@@ -122,6 +125,9 @@ func TestBadFiles(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), "nerve.yaml:") {
 				t.Fatalf("error %q does not name the file", err)
+			}
+			if strings.Contains(err.Error(), "unmarshal") || strings.Contains(err.Error(), "!!") {
+				t.Fatalf("error %q shows the YAML library's internals", err)
 			}
 			var fe *yamlfile.Error
 			var fes yamlfile.Errors

@@ -54,7 +54,7 @@ func TestWorkspaceDefinitions(t *testing.T) {
 		{"repo an option", twoRoles + "workspace:\n  repo: --upload-pack=x\n", n + 2, "workspace.repo", "not a path"},
 		{"unknown key", twoRoles + "workspace:\n  repo: .\n  branch: x\n", n + 3, "workspace.branch", `unknown key "branch"`},
 		{"misspelt key", twoRoles + "workspace:\n  bsae: main\n", n + 2, "workspace.bsae", `did you mean "base"`},
-		{"not a mapping", twoRoles + "workspace: [main]\n", n + 1, "workspace", "cannot unmarshal"},
+		{"not a mapping", twoRoles + "workspace: [main]\n", n + 1, "workspace", "want a mapping, got a list"},
 		{"base empty", twoRoles + "workspace:\n  base: \"\"\n", n + 2, "workspace.base", "is empty"},
 		{"base a range", twoRoles + "workspace:\n  base: main..dev\n", n + 2, "workspace.base", "is a range"},
 		{"base an option", twoRoles + "workspace:\n  base: --all\n", n + 2, "workspace.base", "must not start with '-'"},

@@ -1,7 +1,6 @@
 package yamlfile
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -91,7 +90,7 @@ func Decode(file string, data []byte, v any) (Lines, error) {
 		return lines, errs
 	}
 	if err := doc.Decode(v); err != nil {
-		return lines, typeErrors(file, err, lines)
+		return lines, typeErrors(file, err, doc, reflect.TypeOf(v).Elem(), lines)
 	}
 	return lines, nil
 }
@@ -106,34 +105,6 @@ func SyntaxError(file string, err error) error {
 		return &Error{File: file, Line: n, Msg: "invalid YAML: " + m[2]}
 	}
 	return &Error{File: file, Msg: "invalid YAML: " + msg}
-}
-
-// typeErrors turns yaml.v3's "line N: cannot unmarshal ..." list into
-// Errors that name the field.
-func typeErrors(file string, err error, lines Lines) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		// Errors from custom unmarshalers (Duration) carry no line; yaml.v3
-		// wraps them without position, so report what we have.
-		return &Error{File: file, Msg: err.Error()}
-	}
-	byLine := map[int]string{}
-	for p, n := range lines {
-		if cur, ok := byLine[n]; !ok || len(p) > len(cur) {
-			byLine[n] = p
-		}
-	}
-	var errs Errors
-	for _, s := range te.Errors {
-		fe := &Error{File: file, Msg: s}
-		if m := lineRE().FindStringSubmatch(s); m != nil {
-			fe.Line, _ = strconv.Atoi(m[1])
-			fe.Msg = strings.ReplaceAll(m[2], "!!", "")
-			fe.Field = byLine[fe.Line]
-		}
-		errs = append(errs, fe)
-	}
-	return errs
 }
 
 // walkKnown records field lines and reports keys that t does not have.
