@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -24,9 +22,6 @@ const (
 	BindingLocal = "local" // this agent runs every turn
 	BindingCloud = "cloud" // turns go to a Khala queue
 )
-
-// DefaultMaxSteps bounds a thread whose definition sets no limit.
-const DefaultMaxSteps = 50
 
 // Definition is a parsed, checked workflow: its moderator compiled and its
 // roles' meta schemas compiled, ready to route threads.
@@ -80,18 +75,6 @@ type RoleContext struct {
 // Schema returns the compiled meta schema, or nil when the role has none.
 func (r *Role) Schema() *jsonschema.Schema { return r.schema }
 
-// Limits bound a thread.
-type Limits struct {
-	MaxSteps    int               `yaml:"max_steps" json:"max_steps"`
-	Claim       yamlfile.Duration `yaml:"claim" json:"claim,omitempty"`
-	MaxAttempts int               `yaml:"max_attempts" json:"max_attempts,omitempty"`
-	Idle        yamlfile.Duration `yaml:"idle" json:"idle,omitempty"`
-	// MaxCostUSD and MaxTokens bound what a thread spends (0: no bound):
-	// the answer that crosses one is recorded, then the thread fails.
-	MaxCostUSD float64        `yaml:"max_cost_usd" json:"max_cost_usd,omitempty"`
-	MaxTokens  yamlfile.Count `yaml:"max_tokens" json:"max_tokens,omitempty"`
-}
-
 // file is the YAML shape of a definition.
 type file struct {
 	Workflow    string           `yaml:"workflow"`
@@ -135,12 +118,17 @@ func Parse(path string, data []byte, readFile func(string) ([]byte, error)) (*De
 func parse(path string, data []byte, readFile func(string) ([]byte, error), light bool) (*Definition, error) {
 	var f file
 	lines, err := yamlfile.Decode(path, data, &f)
-	if err != nil {
+	// Decode fills f with what the file got right: check that too, so one
+	// pass reports every problem.
+	undecoded, ok := err.(yamlfile.Errors)
+	if err != nil && !ok {
 		return nil, err
 	}
-	var errs yamlfile.Errors
+	errs := slices.Clone(undecoded)
 	bad := func(field, format string, a ...any) {
-		errs = append(errs, &yamlfile.Error{File: path, Line: lines.Line(field), Field: field, Msg: fmt.Sprintf(format, a...)})
+		if !reported(undecoded, field) {
+			errs = append(errs, &yamlfile.Error{File: path, Line: lines.Line(field), Field: field, Msg: fmt.Sprintf(format, a...)})
+		}
 	}
 	d := &Definition{
 		Name: f.Workflow, Description: f.Description, Binding: f.Binding,
@@ -188,11 +176,19 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 		in := d.Inputs[name]
 		if in.Type == "" {
 			in.Type = "any"
-			d.Inputs[name] = in
 		}
 		if !slices.Contains(inputTypes, in.Type) {
 			bad("inputs."+name+".type", "unknown type %q (want one of %v)", in.Type, inputTypes)
+		} else if in.Default != nil {
+			// A thread that leaves the input out gets the default: it must be
+			// what the moderator is promised.
+			v, err := coerce(in.Type, in.Default)
+			if err != nil {
+				bad("inputs."+name+".default", "%s", err)
+			}
+			in.Default = v
 		}
+		d.Inputs[name] = in
 	}
 	d.Workspace = checkWorkspace(f.Workspace, d.Binding, lines, bad)
 	if d.Workspace != nil && nameRE().MatchString(d.Name) {
@@ -200,24 +196,7 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 			bad("workflow", "name %q cannot be part of its threads' branches (%s): %s; rename the workflow", d.Name, DefaultBranch(d.Name, "thread-N"), err)
 		}
 	}
-	if d.Limits.MaxSteps == 0 {
-		d.Limits.MaxSteps = DefaultMaxSteps
-	}
-	if d.Limits.MaxSteps < 0 {
-		bad("limits.max_steps", "must be positive")
-	}
-	if c := d.Limits.MaxCostUSD; c < 0 || math.IsNaN(c) || math.IsInf(c, 0) {
-		bad("limits.max_cost_usd", "must be a non-negative amount in USD, got %v", c)
-	}
-	if d.Limits.MaxTokens < 0 {
-		bad("limits.max_tokens", "must not be negative, got %d", d.Limits.MaxTokens)
-	}
-	if d.Limits.MaxAttempts == 0 {
-		d.Limits.MaxAttempts = 3
-	}
-	if d.Limits.Claim == 0 {
-		d.Limits.Claim = yamlfile.Duration(10 * time.Minute)
-	}
+	checkLimits(&d.Limits, lines, bad)
 	src, err := moderatorSource(f.Moderator, readFile)
 	if err != nil {
 		bad("moderator", "%s", err)
@@ -227,6 +206,7 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 		d.Moderator = m
 	}
 	if len(errs) > 0 {
+		slices.SortStableFunc(errs, func(a, b *yamlfile.Error) int { return a.Line - b.Line })
 		return nil, errs
 	}
 	d.Source, err = inlineModerator(data, src)
@@ -234,6 +214,18 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 		return nil, &yamlfile.Error{File: path, Msg: err.Error()}
 	}
 	return d, nil
+}
+
+// reported says whether field, or a field it is in, did not decode (a
+// problem with no field is the whole file's): such a value is not checked
+// further.
+func reported(undecoded yamlfile.Errors, field string) bool {
+	for _, e := range undecoded {
+		if e.Field == "" || e.Field == field || strings.HasPrefix(field, e.Field+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // checkWorkspace checks a definition's workspace (nil when the file has

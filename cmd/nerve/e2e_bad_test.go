@@ -46,6 +46,8 @@ roles:
 	e.write("unknownkey.yaml", "workflow: unknownkey\nmoderator: '{\"done\": true}'\nretries: 2\nroles:\n  r: {adapter: example, prompt: go}\n")
 	e.write("malformed.yaml", "workflow: [\n")
 	e.write("cloud.yaml", "workflow: cloudy\nbinding: cloud\nmoderator: '{\"done\": true}'\nroles:\n  r: {prompt: go}\n")
+	e.write("badlimits.yaml", "workflow: badlimits\nmoderator: '{\"done\": true}'\nroles:\n  r: {adapter: example, prompt: go}\nlimits: {max_steps: 0, idle: forever}\n")
+	e.write("baddefault.yaml", "workflow: baddefault\nmoderator: '{\"done\": true}'\ninputs:\n  n: {type: integer, default: abc}\nroles:\n  r: {adapter: example, prompt: go}\n")
 	return e
 }
 
@@ -93,6 +95,8 @@ func TestE2EBadInput(t *testing.T) {
 		{"input without =", []string{"workflow", "run", review, "-i", "change"}, 2, `bad --input "change"`},
 		{"missing input file", []string{"workflow", "run", review, "--input-file", h + "/none.json"}, 2, "read input file"},
 		{"input file not an object", []string{"workflow", "run", review, "--input-file", h + "/malformed.yaml"}, 2, "input file"},
+		{"bad limits", []string{"workflow", "run", h + "/badlimits.yaml"}, 2, `badlimits.yaml:5: limits.idle: "forever" is not a duration (want e.g. 90s, 20m, 1h) (and 1 more problems)`},
+		{"default of the wrong type", []string{"workflow", "run", h + "/baddefault.yaml"}, 2, `inputs.n.default: must be of type integer, got "abc"`},
 		{"workdir does not exist", []string{"workflow", "run", review, "-i", "change=x", "--workdir", h + "/gone"}, 2, "workdir " + h + "/gone does not exist"},
 		{"moderator returns garbage", []string{"workflow", "run", h + "/garbage.yaml"}, 1, `moderator returned "next please"`},
 		{"missing agent binary", []string{"workflow", "run", h + "/missing.yaml"}, 1, "/nonexistent/codex"},
@@ -154,11 +158,20 @@ func TestE2EValidateReportsEverything(t *testing.T) {
 	e.write("nerve.yaml", "agent:\n  max_concurrent_turns: 0\nadapters:\n  claude:\n    timout: 1m\n")
 	e.write("workflows/a.yaml", "workflow: a\nmoderator: '{'\nroles:\n  r: {adapter: nosuch, prompt: p}\n")
 	e.write("workflows/b.yaml", "workflow: b\nmoderator: '{\"done\": true}'\nroles:\n  r: {adapter: ghost, prompt: p}\n")
+	// Every bad limit, each under its own name, though they share a line.
+	e.write("workflows/limits.yaml", "workflow: limits\nmoderator: '{\"done\": true}'\nroles:\n  r: {adapter: example, prompt: p}\n"+
+		"limits: {max_steps: 0, claim: 5m, idle: forever, max_attempts: -2, max_cost_usd: -1, max_tokens: x}\n")
 	r := e.must(2, "validate")
-	for _, want := range []string{"nerve.yaml:5: adapters.claude.timout: unknown key", "a.yaml", "moderator: does not compile", `unknown adapter "ghost"`} {
+	for _, want := range []string{"nerve.yaml:5: adapters.claude.timout: unknown key", "a.yaml", "moderator: does not compile", `unknown adapter "ghost"`,
+		"limits.yaml:5: limits.max_steps: must be at least 1, got 0", `limits.yaml:5: limits.idle: "forever" is not a duration`,
+		"limits.yaml:5: limits.max_attempts: must be at least 1, got -2", "limits.yaml:5: limits.max_cost_usd: must be a non-negative",
+		`limits.yaml:5: limits.max_tokens: "x" is not a whole number`} {
 		if !strings.Contains(r.stdout, want) {
 			t.Fatalf("validate lacks %q:\n%s", want, r)
 		}
+	}
+	if strings.Contains(r.stdout, "limits.claim") {
+		t.Fatalf("validate blames the good limit:\n%s", r)
 	}
 	js := e.must(2, "validate", "--json")
 	if !strings.Contains(js.stdout, `"ok":false`) || !strings.Contains(js.stdout, `"line":5`) {

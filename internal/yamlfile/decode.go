@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,6 +75,7 @@ func (l Lines) Line(path string) int {
 
 // Decode decodes YAML data into v, rejecting unknown keys and wrong
 // types with file, line and field. It returns the line of every field.
+// With problems, v still holds every value that decoded.
 func Decode(file string, data []byte, v any) (Lines, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
@@ -85,14 +87,26 @@ func Decode(file string, data []byte, v any) (Lines, error) {
 	}
 	doc := root.Content[0]
 	var errs Errors
-	walkKnown(file, doc, reflect.TypeOf(v).Elem(), "", lines, &errs)
+	var values []value
+	walkKnown(file, doc, reflect.TypeOf(v).Elem(), "", lines, &errs, &values)
+	// Unknown keys do not stop the decoding (yaml.v3 skips them), so v holds
+	// what the file got right and a caller can check it for more problems.
+	if err := doc.Decode(v); err != nil {
+		errs = append(errs, typeErrors(file, err, values)...)
+	}
 	if len(errs) > 0 {
+		slices.SortStableFunc(errs, func(a, b *Error) int { return a.Line - b.Line })
 		return lines, errs
 	}
-	if err := doc.Decode(v); err != nil {
-		return lines, typeErrors(file, err, doc, reflect.TypeOf(v).Elem(), lines)
-	}
 	return lines, nil
+}
+
+// value is a node walkKnown did not walk into (a scalar, or a node of the
+// wrong kind for its field): where a type error can be.
+type value struct {
+	path string
+	node *yaml.Node
+	t    reflect.Type
 }
 
 var lineRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`line (\d+): (.*)`) })
@@ -107,19 +121,23 @@ func SyntaxError(file string, err error) error {
 	return &Error{File: file, Msg: "invalid YAML: " + msg}
 }
 
-// walkKnown records field lines and reports keys that t does not have.
-func walkKnown(file string, n *yaml.Node, t reflect.Type, path string, lines Lines, errs *Errors) {
+// walkKnown records field lines, reports keys that t does not have and
+// collects the values it does not walk into.
+func walkKnown(file string, n *yaml.Node, t reflect.Type, path string, lines Lines, errs *Errors, values *[]value) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
+	if want, ok := containerKind(t.Kind()); !ok || n.Kind != want {
+		if t.Kind() != reflect.Interface { // anything fits an interface
+			*values = append(*values, value{path, n, t})
+		}
+		return
+	}
 	switch t.Kind() {
 	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			return // a type error, reported by Decode
-		}
 		fields := yamlFields(t)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, val := n.Content[i], n.Content[i+1]
@@ -131,28 +149,33 @@ func walkKnown(file string, n *yaml.Node, t reflect.Type, path string, lines Lin
 					Msg: fmt.Sprintf("unknown key %q%s", k.Value, suggest(k.Value, fields))})
 				continue
 			}
-			walkKnown(file, val, ft, p, lines, errs)
+			walkKnown(file, val, ft, p, lines, errs, values)
 		}
 	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			return
-		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, val := n.Content[i], n.Content[i+1]
 			p := join(path, k.Value)
 			lines[p] = k.Line
-			walkKnown(file, val, t.Elem(), p, lines, errs)
+			walkKnown(file, val, t.Elem(), p, lines, errs, values)
 		}
 	case reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			return
-		}
 		for i, item := range n.Content {
 			p := fmt.Sprintf("%s[%d]", path, i)
 			lines[p] = item.Line
-			walkKnown(file, item, t.Elem(), p, lines, errs)
+			walkKnown(file, item, t.Elem(), p, lines, errs, values)
 		}
 	}
+}
+
+// containerKind is the node kind walkKnown walks into for a Go kind.
+func containerKind(k reflect.Kind) (yaml.Kind, bool) {
+	switch k {
+	case reflect.Struct, reflect.Map:
+		return yaml.MappingNode, true
+	case reflect.Slice:
+		return yaml.SequenceNode, true
+	}
+	return 0, false
 }
 
 var nodeType = reflect.TypeOf(yaml.Node{})

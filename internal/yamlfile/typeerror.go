@@ -20,40 +20,57 @@ var unmarshalRE = sync.OnceValue(func() *regexp.Regexp {
 })
 
 // typeErrors turns yaml.v3's "line N: cannot unmarshal ..." list into
-// Errors that name the field and say what was expected, in the words of
-// the file (a whole number, a list) rather than Go's types.
-func typeErrors(file string, err error, doc *yaml.Node, root reflect.Type, lines Lines) error {
+// Errors that name the field and say what it wants, in the words of the
+// file (a whole number, a list) rather than Go's types. The list gives
+// lines only, and a flow mapping ({claim: 5m, idle: forever}) puts several
+// fields on one line, so each value is decoded again alone to find the
+// ones that fail.
+func typeErrors(file string, err error, values []value) Errors {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
 		// Errors from custom unmarshalers (Duration) carry no line; yaml.v3
 		// wraps them without position, so report what we have.
-		return &Error{File: file, Msg: err.Error()}
+		return Errors{{File: file, Msg: err.Error()}}
 	}
-	byLine := map[int]string{}
-	for p, n := range lines {
-		if cur, ok := byLine[n]; !ok || len(p) > len(cur) {
-			byLine[n] = p
-		}
-	}
-	var types map[string]reflect.Type
 	var errs Errors
-	for _, s := range te.Errors {
-		fe := &Error{File: file, Msg: s}
-		if m := lineRE().FindStringSubmatch(s); m != nil {
-			fe.Line, _ = strconv.Atoi(m[1])
-			fe.Msg = strings.ReplaceAll(m[2], "!!", "")
-			fe.Field = byLine[fe.Line]
-			if u := unmarshalRE().FindStringSubmatch(m[2]); u != nil {
-				if types == nil {
-					types = typesOf(root, map[string]reflect.Type{})
-				}
-				value := fullValue(doc, fe.Line, u[2])
-				fe.Msg = mismatch(u[1], value, types[u[3]], u[3])
+	for _, v := range values {
+		var vte *yaml.TypeError
+		if err := v.node.Decode(reflect.New(v.t).Interface()); errors.As(err, &vte) {
+			for _, s := range vte.Errors {
+				errs = append(errs, lineError(file, s, &v))
 			}
 		}
-		errs = append(errs, fe)
+	}
+	if len(errs) == 0 { // not found again: report yaml.v3's list as it is
+		for _, s := range te.Errors {
+			errs = append(errs, lineError(file, s, nil))
+		}
 	}
 	return errs
+}
+
+// lineError makes one of yaml.v3's "line N: ..." messages about v (nil
+// when unknown) a file error.
+func lineError(file, msg string, v *value) *Error {
+	fe := &Error{File: file, Msg: msg}
+	var t reflect.Type
+	if v != nil {
+		fe.Field, t = v.path, v.t
+	}
+	m := lineRE().FindStringSubmatch(msg)
+	if m == nil {
+		return fe
+	}
+	fe.Line, _ = strconv.Atoi(m[1])
+	fe.Msg = strings.ReplaceAll(m[2], "!!", "")
+	if u := unmarshalRE().FindStringSubmatch(m[2]); u != nil {
+		got := u[2]
+		if v != nil && v.node.Kind == yaml.ScalarNode {
+			got = v.node.Value // yaml.v3 cuts a long value short
+		}
+		fe.Msg = mismatch(u[1], got, t, u[3])
+	}
+	return fe
 }
 
 // mismatch says what a field wants and what it got: "want a whole number,
@@ -89,57 +106,4 @@ func mismatch(tag, value string, t reflect.Type, goType string) string {
 		value = strconv.Quote(value)
 	}
 	return fmt.Sprintf("want %s, got %s", want, value)
-}
-
-// fullValue is the value yaml.v3 cut short in its message: the scalar on
-// line that starts with what the message kept.
-func fullValue(n *yaml.Node, line int, shown string) string {
-	prefix, cut := strings.CutSuffix(shown, "...")
-	if !cut {
-		return shown
-	}
-	var found string
-	var walk func(n *yaml.Node, isKey bool) bool
-	walk = func(n *yaml.Node, isKey bool) bool {
-		if n.Kind == yaml.ScalarNode && !isKey && n.Line == line && strings.HasPrefix(n.Value, prefix) {
-			found = n.Value
-			return true
-		}
-		for i, c := range n.Content {
-			if walk(c, n.Kind == yaml.MappingNode && i%2 == 0) {
-				return true
-			}
-		}
-		return false
-	}
-	if walk(n, false) {
-		return found
-	}
-	return shown
-}
-
-// typesOf indexes t and every type its fields, elements and keys have by
-// the name yaml.v3 gives them in its messages (reflect's String).
-func typesOf(t reflect.Type, seen map[string]reflect.Type) map[string]reflect.Type {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if _, ok := seen[t.String()]; ok {
-		return seen
-	}
-	seen[t.String()] = t
-	switch t.Kind() {
-	case reflect.Struct:
-		for i := 0; i < t.NumField(); i++ {
-			if t.Field(i).IsExported() {
-				typesOf(t.Field(i).Type, seen)
-			}
-		}
-	case reflect.Map:
-		typesOf(t.Key(), seen)
-		typesOf(t.Elem(), seen)
-	case reflect.Slice, reflect.Array:
-		typesOf(t.Elem(), seen)
-	}
-	return seen
 }
