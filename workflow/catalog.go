@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/nerve-agents/nerve/internal/yamlfile"
 )
 
 // Entry is one definition file found in a workflow directory.
@@ -68,7 +70,8 @@ func discover(dirs []string, light bool) []Entry {
 				continue
 			}
 			if prev, dup := seen[d.Name]; dup {
-				out = append(out, Entry{Name: d.Name, File: path, Err: fmt.Errorf("%s: workflow %q is already defined in %s", path, d.Name, prev)})
+				out = append(out, Entry{Name: d.Name, File: path, Err: &yamlfile.Error{File: path, Line: d.nameLine, Field: "workflow",
+					Msg: fmt.Sprintf("%q is already the name of %s; rename one of them", d.Name, prev)}})
 				continue
 			}
 			seen[d.Name] = path

@@ -39,6 +39,9 @@ type Definition struct {
 
 	// File is where the definition was read from ("" when pushed inline).
 	File string
+	// nameLine is the line of the workflow key, for a name other files
+	// also take.
+	nameLine int
 	// Source is the definition with its moderator inlined: what a thread
 	// keeps so it can resume, and what `workflow push` publishes.
 	Source []byte
@@ -132,7 +135,7 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 	}
 	d := &Definition{
 		Name: f.Workflow, Description: f.Description, Binding: f.Binding,
-		Inputs: f.Inputs, Roles: f.Roles, Limits: f.Limits, File: path,
+		Inputs: f.Inputs, Roles: f.Roles, Limits: f.Limits, File: path, nameLine: lines.Line("workflow"),
 	}
 	switch {
 	case d.Name == "":

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nerve-agents/nerve/internal/yamlfile"
 )
 
 const twoRoles = `workflow: pair
@@ -171,5 +173,24 @@ func TestDiscoverAndFind(t *testing.T) {
 	}
 	if _, err := Find([]string{dir}, "broken"); err == nil || !strings.Contains(err.Error(), "invalid YAML") {
 		t.Fatalf("a broken file must report its parse error, got %v", err)
+	}
+}
+
+// A name two files take is the second file's problem, located there.
+func TestDuplicateNameIsTheSecondFilesProblem(t *testing.T) {
+	dir := t.TempDir()
+	one, two := filepath.Join(dir, "one.yaml"), filepath.Join(dir, "two.yaml")
+	os.WriteFile(one, []byte(twoRoles), 0o600)
+	os.WriteFile(two, []byte("# the same again\n"+twoRoles), 0o600)
+	var bad []Entry
+	for _, e := range Discover([]string{dir}) {
+		if e.Err != nil {
+			bad = append(bad, e)
+		}
+	}
+	var fe *yamlfile.Error
+	if len(bad) != 1 || !errors.As(bad[0].Err, &fe) || fe.File != two || fe.Line != 2 || fe.Field != "workflow" ||
+		fe.Msg != `"pair" is already the name of `+one+"; rename one of them" {
+		t.Fatalf("problems %+v, want one located at %s:2 workflow", bad, two)
 	}
 }

@@ -158,11 +158,15 @@ func TestE2EValidateReportsEverything(t *testing.T) {
 	e.write("nerve.yaml", "agent:\n  max_concurrent_turns: 0\nadapters:\n  claude:\n    timout: 1m\n")
 	e.write("workflows/a.yaml", "workflow: a\nmoderator: '{'\nroles:\n  r: {adapter: nosuch, prompt: p}\n")
 	e.write("workflows/b.yaml", "workflow: b\nmoderator: '{\"done\": true}'\nroles:\n  r: {adapter: ghost, prompt: p}\n")
+	// A name taken twice is the second file's problem.
+	e.write("workflows/dup-one.yaml", "workflow: dup\nmoderator: '{\"done\": true}'\nroles:\n  r: {adapter: example, prompt: p}\n")
+	two := e.write("workflows/dup-two.yaml", "# again\nworkflow: dup\nmoderator: '{\"done\": true}'\nroles:\n  r: {adapter: example, prompt: p}\n")
 	// Every bad limit, each under its own name, though they share a line.
 	e.write("workflows/limits.yaml", "workflow: limits\nmoderator: '{\"done\": true}'\nroles:\n  r: {adapter: example, prompt: p}\n"+
 		"limits: {max_steps: 0, claim: 5m, idle: forever, max_attempts: -2, max_cost_usd: -1, max_tokens: x}\n")
 	r := e.must(2, "validate")
 	for _, want := range []string{"nerve.yaml:5: adapters.claude.timout: unknown key", "a.yaml", "moderator: does not compile", `unknown adapter "ghost"`,
+		"✗ " + two + `:2: workflow: "dup" is already the name of ` + filepath.Join(e.home, "workflows", "dup-one.yaml"),
 		"limits.yaml:5: limits.max_steps: must be at least 1, got 0", `limits.yaml:5: limits.idle: "forever" is not a duration`,
 		"limits.yaml:5: limits.max_attempts: must be at least 1, got -2", "limits.yaml:5: limits.max_cost_usd: must be a non-negative",
 		`limits.yaml:5: limits.max_tokens: "x" is not a whole number`} {
@@ -173,9 +177,15 @@ func TestE2EValidateReportsEverything(t *testing.T) {
 	if strings.Contains(r.stdout, "limits.claim") {
 		t.Fatalf("validate blames the good limit:\n%s", r)
 	}
+	if strings.Contains(r.stdout, "✗ :") {
+		t.Fatalf("a problem names no file:\n%s", r)
+	}
 	js := e.must(2, "validate", "--json")
 	if !strings.Contains(js.stdout, `"ok":false`) || !strings.Contains(js.stdout, `"line":5`) {
 		t.Fatalf("validate --json: %s", js)
+	}
+	if !strings.Contains(js.stdout, `{"file":"`+two+`","message":"\"dup\" is already the name of`) || strings.Contains(js.stdout, `"file":""`) {
+		t.Fatalf("validate --json: the duplicate name is not dup-two.yaml's problem: %s", js)
 	}
 	// Files named are checked too, against the same nerve.yaml.
 	c := e.write("elsewhere/c.yaml", "workflow: c\nmoderator: '{\"done\": true}'\nroles:\n  r: {adapter: phantom, prompt: p}\n")
