@@ -48,6 +48,12 @@ roles:
 	e.write("cloud.yaml", "workflow: cloudy\nbinding: cloud\nmoderator: '{\"done\": true}'\nroles:\n  r: {prompt: go}\n")
 	e.write("badlimits.yaml", "workflow: badlimits\nmoderator: '{\"done\": true}'\nroles:\n  r: {adapter: example, prompt: go}\nlimits: {max_steps: 0, idle: forever}\n")
 	e.write("baddefault.yaml", "workflow: baddefault\nmoderator: '{\"done\": true}'\ninputs:\n  n: {type: integer, default: abc}\nroles:\n  r: {adapter: example, prompt: go}\n")
+	// --input-file must hold an object; these hold something else.
+	e.write("inputs/array.json", "[1, 2]\n")
+	e.write("inputs/empty.json", "")
+	e.write("inputs/number.json", "42\n")
+	e.write("inputs/broken.json", "{\"change\":\n")
+	e.write("inputs/dir.json/x", "")
 	return e
 }
 
@@ -93,8 +99,12 @@ func TestE2EBadInput(t *testing.T) {
 		{"wrong input type", []string{"workflow", "run", review, "-i", "change=x", "-i", "max_rounds=lots"}, 2, `input "max_rounds" must be of type integer`},
 		{"undeclared input", []string{"workflow", "run", review, "-i", "change=x", "-i", "colour=red"}, 2, `input "colour" is not declared`},
 		{"input without =", []string{"workflow", "run", review, "-i", "change"}, 2, `bad --input "change"`},
-		{"missing input file", []string{"workflow", "run", review, "--input-file", h + "/none.json"}, 2, "read input file"},
-		{"input file not an object", []string{"workflow", "run", review, "--input-file", h + "/malformed.yaml"}, 2, "input file"},
+		{"missing input file", []string{"workflow", "run", review, "--input-file", h + "/none.json"}, 2, "input file " + h + "/none.json: no such file or directory"},
+		{"input file is a directory", []string{"workflow", "run", review, "--input-file", h + "/inputs/dir.json"}, 2, "input file " + h + "/inputs/dir.json: is a directory"},
+		{"input file not JSON or YAML", []string{"workflow", "run", review, "--input-file", h + "/inputs/broken.json"}, 2, "broken.json is not valid JSON or YAML: line 1: did not find expected node content"},
+		{"input file an array", []string{"workflow", "run", review, "--input-file", h + "/inputs/array.json"}, 2, "array.json holds an array; it must hold an object of input names to values\nhint: "},
+		{"input file a number", []string{"workflow", "run", review, "--input-file", h + "/inputs/number.json"}, 2, "number.json holds a number; it must hold an object"},
+		{"input file empty", []string{"workflow", "run", review, "--input-file", h + "/inputs/empty.json"}, 2, "empty.json is empty; it must hold an object"},
 		{"bad limits", []string{"workflow", "run", h + "/badlimits.yaml"}, 2, `badlimits.yaml:5: limits.idle: "forever" is not a duration (want e.g. 90s, 20m, 1h) (and 1 more problems)`},
 		{"default of the wrong type", []string{"workflow", "run", h + "/baddefault.yaml"}, 2, `inputs.n.default: must be of type integer, got "abc"`},
 		{"workdir does not exist", []string{"workflow", "run", review, "-i", "change=x", "--workdir", h + "/gone"}, 2, "workdir " + h + "/gone does not exist"},

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -31,43 +29,6 @@ func threadRef(arg string) (workflow.Ref, error) {
 		return ref, usageErrorf("e.g. "+arg+"#thread-1; list threads with 'nerve workflow logs "+arg+"'", "%s names no thread", arg)
 	}
 	return ref, nil
-}
-
-// parseInputs merges --input-file (a JSON or YAML object) and --input
-// NAME=VALUE pairs (VALUE @path reads a file; later wins).
-func parseInputs(pairs []string, file string) (map[string]any, error) {
-	in := map[string]any{}
-	if file != "" {
-		raw, err := os.ReadFile(file)
-		if err != nil {
-			return nil, usageErrorf("", "read input file: %v", err)
-		}
-		if err := yaml.Unmarshal(raw, &in); err != nil {
-			return nil, usageErrorf("the file must hold one JSON or YAML object", "input file %s: %v", file, firstLine(err.Error()))
-		}
-		// YAML maps decode with any keys only when nested; normalise through JSON.
-		b, err := json.Marshal(in)
-		if err != nil {
-			return nil, usageErrorf("", "input file %s: %v", file, err)
-		}
-		in = map[string]any{}
-		_ = json.Unmarshal(b, &in)
-	}
-	for _, p := range pairs {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok || k == "" {
-			return nil, usageErrorf("write --input NAME=VALUE", "bad --input %q", p)
-		}
-		if strings.HasPrefix(v, "@") {
-			raw, err := os.ReadFile(v[1:])
-			if err != nil {
-				return nil, usageErrorf("", "--input %s: %v", k, err)
-			}
-			v = string(raw)
-		}
-		in[k] = v
-	}
-	return in, nil
 }
 
 func firstLine(s string) string {
