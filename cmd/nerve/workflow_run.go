@@ -130,7 +130,7 @@ func workflowRunRun(ctx context.Context, f *Factory, opts *workflowRunOptions) e
 	}
 	if opts.PrioritySet {
 		if ref.Remote == "" {
-			return usageErrorf("run it on a remote: nerve workflow run REMOTE/"+opts.Ref+" --priority N",
+			return usageErrorf(remotePriorityHint(opts),
 				"--priority orders a Khala's queue; a local thread runs in this daemon")
 		}
 		p := opts.Priority
@@ -221,6 +221,21 @@ func printOutcome(f *Factory, ref workflow.Ref, t *workflow.Thread, asJSON bool)
 		return errSilentFail
 	}
 	return nil
+}
+
+// remotePriorityHint says how to run opts' workflow on a remote, where
+// --priority applies: a definition file is pushed first and run by name.
+func remotePriorityHint(opts *workflowRunOptions) string {
+	run := fmt.Sprintf("nerve workflow run REMOTE/%s --priority %d", opts.Ref, opts.Priority)
+	if !workflow.IsFileRef(opts.Ref) {
+		return "run it on a remote: " + run
+	}
+	name := "NAME"
+	if def, err := workflow.LoadFile(opts.Ref); err == nil {
+		name = def.Name
+	}
+	return fmt.Sprintf("push it to a remote and run it there by name: nerve workflow push %s REMOTE && nerve workflow run REMOTE/%s --priority %d",
+		opts.Ref, name, opts.Priority)
 }
 
 func renderResult(v any) string {
