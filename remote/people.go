@@ -67,14 +67,19 @@ func (c *Client) Inbox(ctx context.Context) ([]workflow.Waiting, error) {
 }
 
 // Answer answers the human turn turn of thread with a person's answer
-// (POST /v1/threads/{thread}/turns/{turn}/answer). It is not retried: a
-// retried answer that was recorded the first time is refused as answered
-// twice.
-func (c *Client) Answer(ctx context.Context, thread, turn string, a workflow.Answer) error {
+// (POST /v1/threads/{thread}/turns/{turn}/answer) and returns who
+// answered: the person the remote knows the token as. It is not retried:
+// a retried answer that was recorded the first time is refused as
+// answered twice.
+func (c *Client) Answer(ctx context.Context, thread, turn string, a workflow.Answer) (by string, err error) {
 	cc := c.asPerson()
 	cc.Retries = 0
 	path := "/v1/threads/" + url.PathEscape(thread) + "/turns/" + url.PathEscape(turn) + "/answer"
-	return cc.Do(ctx, http.MethodPost, path, a, nil)
+	var out struct {
+		Agent string `json:"agent"`
+	}
+	err = cc.Do(ctx, http.MethodPost, path, a, &out)
+	return out.Agent, err
 }
 
 // IsForbidden reports whether the remote refused the request for who is

@@ -76,11 +76,11 @@ func TestPersonTokenAnswers(t *testing.T) {
 		t.Fatalf("inbox: %+v %v", inbox, err)
 	}
 	agentOnly := New("origin", hs.URL, agentTok)
-	if err := agentOnly.Answer(ctx, id, id+".1", workflow.Answer{Meta: map[string]any{"ok": true}}); !IsForbidden(err) {
+	if _, err := agentOnly.Answer(ctx, id, id+".1", workflow.Answer{Meta: map[string]any{"ok": true}}); !IsForbidden(err) {
 		t.Fatalf("an agent's answer: %v", err)
 	}
-	if err := c.Answer(ctx, id, id+".1", workflow.Answer{Content: "yes", Meta: map[string]any{"ok": true}}); err != nil {
-		t.Fatalf("answer: %v", err)
+	if by, err := c.Answer(ctx, id, id+".1", workflow.Answer{Content: "yes", Meta: map[string]any{"ok": true}}); err != nil || by != "alice" {
+		t.Fatalf("answer: by %q, %v", by, err)
 	}
 	th, err := c.Thread(ctx, id)
 	if err != nil || th.Status != workflow.StatusCompleted {

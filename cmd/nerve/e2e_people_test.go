@@ -184,7 +184,14 @@ func TestE2EInboxRemotes(t *testing.T) {
 	if r := e.run("thread", "answer", "anon/approval#thread-1", "ok"); r.code == 0 {
 		t.Fatalf("answered without a person token: %s", r)
 	}
-	e.must(0, "thread", "answer", "live/approval#thread-1", "ok")
+	if r := e.must(2, "thread", "answer", "live/approval#thread-1", "ok", "--step", "-1"); !strings.Contains(r.stderr, "--step takes a positive number") {
+		t.Fatalf("a negative --step: %s", r)
+	}
+	r := e.must(0, "thread", "answer", "live/approval#thread-1", "ok", "--json")
+	var res answerJSON
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.By != "alice" || res.Step != 1 {
+		t.Fatalf("answer --json on a remote: %v %s", err, r)
+	}
 	if r := e.run("thread", "answer", "live/approval#thread-1", "again"); r.code != 1 {
 		t.Fatalf("answering twice: %s", r)
 	}

@@ -124,13 +124,13 @@ echo "done $NERVE_ROLE"`
 		t.Fatalf("inbox: %+v", inbox)
 	}
 	agent := &remote.Client{Name: "origin", BaseURL: k.url, Token: strings.TrimSpace(string(agentTok)), HTTP: http.DefaultClient, Timeout: 5 * time.Second}
-	if err := agent.Answer(ctx, id, id+".2", workflow.Answer{Content: "ok", Meta: map[string]any{"approved": true}}); !remote.IsForbidden(err) {
+	if _, err := agent.Answer(ctx, id, id+".2", workflow.Answer{Content: "ok", Meta: map[string]any{"approved": true}}); !remote.IsForbidden(err) {
 		t.Fatalf("an agent answering: %v", err)
 	}
-	if err := asAlice.Answer(ctx, id, id+".2", workflow.Answer{Content: "ok", Meta: map[string]any{"approved": "yes"}}); !remote.IsStatus(err, 400) {
+	if _, err := asAlice.Answer(ctx, id, id+".2", workflow.Answer{Content: "ok", Meta: map[string]any{"approved": "yes"}}); !remote.IsStatus(err, 400) {
 		t.Fatalf("bad meta: %v", err)
 	}
-	if err := asAlice.Answer(ctx, id, id+".2", workflow.Answer{Content: "ship it", Meta: map[string]any{"approved": true}}); err != nil {
+	if _, err := asAlice.Answer(ctx, id, id+".2", workflow.Answer{Content: "ship it", Meta: map[string]any{"approved": true}}); err != nil {
 		t.Fatalf("alice's answer: %v", err)
 	}
 	th, err := agent.Thread(ctx, id)

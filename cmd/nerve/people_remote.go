@@ -24,10 +24,11 @@ func remoteAnswer(ctx context.Context, f *Factory, ref workflow.Ref, step int, a
 		return answerJSON{}, err
 	}
 	// With the person token stored for the remote: an agent's is refused.
-	if err := c.Answer(ctx, t.ID, w.Turn, a); err != nil {
+	by, err := c.Answer(ctx, t.ID, w.Turn, a)
+	if err != nil {
 		return answerJSON{}, remoteUsage(err)
 	}
-	return answerJSON{Thread: ref.String(), Step: w.Step, Role: w.Role, By: ""}, nil
+	return answerJSON{Thread: ref.String(), Step: w.Step, Role: w.Role, By: by}, nil
 }
 
 // pickWaiting chooses the waiting turn of t an answer is for.

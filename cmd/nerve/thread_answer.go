@@ -20,7 +20,9 @@ type threadAnswerOptions struct {
 	File string
 	Meta string
 	Step int
-	JSON bool
+	// StepSet: --step was given; steps count from 1, so it names one.
+	StepSet bool
+	JSON    bool
 }
 
 func newCmdThreadAnswer(f *Factory, runF func(*threadAnswerOptions) error) *cobra.Command {
@@ -44,6 +46,7 @@ not match changes nothing. 'nerve inbox' lists what waits.`,
 			if len(args) == 2 {
 				opts.Text = args[1]
 			}
+			opts.StepSet = cmd.Flags().Changed("step")
 			if runF != nil {
 				return runF(opts)
 			}
@@ -72,6 +75,9 @@ func threadAnswerRun(ctx context.Context, f *Factory, opts *threadAnswerOptions)
 	}
 	if ref.Thread == "" {
 		return usageErrorf("'nerve inbox' lists the turns waiting for you", "%s names a workflow; name one of its threads (REF#thread-N)", opts.Ref)
+	}
+	if opts.StepSet && opts.Step < 1 {
+		return usageErrorf("'nerve inbox' lists the turns waiting for you and their steps", "--step takes a positive number (steps count from 1), not %d", opts.Step)
 	}
 	answer, err := readAnswer(f, opts)
 	if err != nil {
