@@ -11,11 +11,13 @@ import (
 // waitHuman is a human turn: it waits, without a lease or a timeout, until
 // a person's answer is on disk (RecordAnswer, through `nerve thread
 // answer`), and returns it as the step's message. A restart finds a turn
-// answered while the daemon was down at once.
-func (r *runner) waitHuman(ctx context.Context, t *workflow.Thread, d *workflow.Definition, turn workflow.Turn) workflow.Message {
+// answered while the daemon was down at once. The inbox shows the turn's
+// prompt composed as an agent's would be, as Khala shows a cloud turn's.
+func (r *runner) waitHuman(ctx context.Context, t *workflow.Thread, d *workflow.Definition, turn workflow.Turn, history []workflow.Message) workflow.Message {
 	role := d.Roles[turn.Role]
-	w := workflow.Waiting{Thread: t.ID, Workflow: t.Workflow, Ref: workflow.Ref{Workflow: t.Workflow, Thread: t.ID}.String(),
-		Step: turn.Step, Role: turn.Role, Prompt: role.Prompt, Instruction: turn.Instruction,
+	ref := workflow.Ref{Workflow: t.Workflow, Thread: t.ID}.String()
+	w := workflow.Waiting{Thread: t.ID, Workflow: t.Workflow, Ref: ref,
+		Step: turn.Step, Role: turn.Role, Prompt: workflow.Prompt(d, ref, turn, history), Instruction: turn.Instruction,
 		AnsweredBy: []string{}, Since: time.Now().UTC()}
 	if role.Meta != nil {
 		w.Meta = role.Meta

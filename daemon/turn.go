@@ -44,7 +44,7 @@ func (r *runner) runTurn(ctx context.Context, t *workflow.Thread, d *workflow.De
 		})
 	case d.IsHuman(turn.Role):
 		return r.spanned(ctx, t, turn, telemetry.KindHuman, func(ctx context.Context) workflow.Message {
-			return r.waitHuman(ctx, t, d, turn)
+			return r.waitHuman(ctx, t, d, turn, history)
 		})
 	}
 	role := d.Roles[turn.Role]

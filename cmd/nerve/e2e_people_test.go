@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,6 +23,28 @@ func inboxOf(t *testing.T, e *env) inboxJSON {
 		t.Fatalf("inbox --json: %v\n%s", err, r)
 	}
 	return in
+}
+
+// waitingKeys are the keys of every turn `nerve inbox --json` lists, a
+// local thread's or a remote's: each present, null when empty.
+var waitingKeys = []string{"thread", "workflow", "ref", "turn", "step", "role", "prompt", "instruction", "answered_by", "meta_schema", "since"}
+
+// inboxTurns runs `nerve inbox --json` and returns its turns as decoded
+// JSON objects, each checked to have exactly waitingKeys.
+func inboxTurns(t *testing.T, e *env) []map[string]any {
+	t.Helper()
+	r := e.must(0, "inbox", "--json")
+	var in struct{ Waiting []map[string]any }
+	if err := json.Unmarshal([]byte(r.stdout), &in); err != nil {
+		t.Fatalf("inbox --json: %v\n%s", err, r)
+	}
+	for _, w := range in.Waiting {
+		keys := slices.Sorted(maps.Keys(w))
+		if want := slices.Sorted(slices.Values(waitingKeys)); !slices.Equal(keys, want) {
+			t.Fatalf("inbox --json turn keys %v, want %v", keys, want)
+		}
+	}
+	return in.Waiting
 }
 
 func waitInbox(t *testing.T, e *env, n int) inboxJSON {
@@ -44,6 +68,13 @@ func TestE2EHumanTurnLocal(t *testing.T) {
 	w := in.Waiting[0]
 	if w.Ref != "release#thread-1" || w.Step != 2 || w.Role != "approver" || w.Meta == nil || len(in.Unreachable) != 0 {
 		t.Fatalf("inbox: %+v", in)
+	}
+	// The shape and meaning of a remote turn's (TestE2EInboxRemotes): no
+	// Khala turn id, anyone may answer, the prompt as composed for a turn.
+	raw := inboxTurns(t, e)[0]
+	if prompt, _ := raw["prompt"].(string); raw["turn"] != nil || raw["answered_by"] != nil ||
+		!strings.Contains(prompt, "approve them") || !strings.Contains(prompt, w.Instruction) || !strings.Contains(prompt, "release#thread-1") {
+		t.Fatalf("a local turn in inbox --json: %v", raw)
 	}
 	logs := e.must(0, "workflow", "logs", "release#thread-1")
 	want := `step 2  approver  waits for a person: nerve thread answer release#thread-1 "TEXT" --meta '{"approved": true}'`
@@ -159,24 +190,32 @@ func TestE2EHumanTurnSurvivesKill9(t *testing.T) {
 }
 
 // `nerve inbox` asks every remote with the person's token: a live one's
-// waiting turn is listed (and answered with `nerve thread answer`), a dead
-// one is marked unreachable, one without a person token says how to add it.
+// waiting turn is listed (and answered with `nerve thread answer`, as the
+// person), a dead one is marked unreachable, one without a person token
+// says how to add it (a command that works as written), one that refuses
+// the token says so.
 func TestE2EInboxRemotes(t *testing.T) {
 	k := startKhala(t)
 	e := newEnv(t)
 	tok := strings.TrimSpace(e.must(0, "khala", "user", "add", "alice", "--db", k.db).stdout)
 	waitingTurn(t, k)
-	e.write("nerve.yaml", "remotes:\n  live: {url: \""+k.url+"\"}\n  dead: {url: \"http://127.0.0.1:1\"}\n  anon: {url: \""+k.url+"\"}\n")
+	e.write("nerve.yaml", "remotes:\n  live: {url: \""+k.url+"\"}\n  dead: {url: \"http://127.0.0.1:1\"}\n  anon: {url: \""+k.url+"\"}\n  forged: {url: \""+k.url+"\"}\n")
 	if err := remote.SavePersonToken(e.home, "live", tok); err != nil {
 		t.Fatal(err)
 	}
 	remote.SavePersonToken(e.home, "dead", tok)
+	remote.SavePersonToken(e.home, "forged", "khala_person_forged")
 	in := inboxOf(t, e)
-	if len(in.Waiting) != 1 || in.Waiting[0].Ref != "live/approval#thread-1" || in.Waiting[0].Turn == "" || len(in.Unreachable) != 2 {
+	if len(in.Waiting) != 1 || in.Waiting[0].Ref != "live/approval#thread-1" || in.Waiting[0].Turn == nil || len(in.Unreachable) != 3 {
 		t.Fatalf("inbox: %+v", in)
 	}
+	if raw := inboxTurns(t, e)[0]; raw["turn"] != "thread-1.1" || raw["answered_by"] != nil || !strings.Contains(raw["prompt"].(string), "approve") {
+		t.Fatalf("a remote turn in inbox --json: %v", raw)
+	}
 	human := e.must(0, "inbox")
-	for _, want := range []string{"live/approval#thread-1", "dead: unreachable:", "anon: no person token for anon: store yours with 'nerve init --remote anon --person-token T'"} {
+	store := "nerve init --remote anon=" + k.url + " --person-token T"
+	for _, want := range []string{"live/approval#thread-1", "dead: unreachable:", "anon: no person token for anon: store yours with '" + store + "'",
+		"forged: the person token was refused (unknown, or the person was removed): store a new one with 'nerve init --remote forged="} {
 		if !strings.Contains(human.stdout, want) {
 			t.Fatalf("inbox does not show %q:\n%s", want, human)
 		}
@@ -197,5 +236,10 @@ func TestE2EInboxRemotes(t *testing.T) {
 	}
 	if in := inboxOf(t, e); len(in.Waiting) != 0 {
 		t.Fatalf("answered, still in the inbox: %+v", in)
+	}
+	// The hint's command, as written (with the token for T), stores it.
+	e.must(0, strings.Fields(strings.TrimPrefix(strings.Replace(store, " T", " "+tok, 1), "nerve "))...)
+	if human := e.must(0, "inbox"); strings.Contains(human.stdout, "anon:") {
+		t.Fatalf("the hint's command stored no token for anon:\n%s", human)
 	}
 }

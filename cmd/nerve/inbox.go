@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -45,14 +48,23 @@ time is shown as unreachable). Answer one with 'nerve thread answer'.`,
 // inboxJSON is `nerve inbox --json`: what waits, and the remotes that
 // could not be asked.
 type inboxJSON struct {
-	Waiting     []workflow.Waiting `json:"waiting"`
-	Unreachable []unreachableJSON  `json:"unreachable"`
+	Waiting     []waitingJSON     `json:"waiting"`
+	Unreachable []unreachableJSON `json:"unreachable"`
 }
 
 type unreachableJSON struct {
 	Remote string `json:"remote"`
 	Error  string `json:"error"`
+	// token: the remote answered, but takes no person token of ours.
+	token bool
 }
+
+// personTokenError is a remote that answered but takes no person token
+// of this machine's (none stored, or refused): it is not unreachable, and
+// storing a token fixes it.
+type personTokenError struct{ msg string }
+
+func (e *personTokenError) Error() string { return e.msg }
 
 // inboxSide is one side's answer: the local daemon's ("" remote) or a
 // remote's.
@@ -81,14 +93,17 @@ func inboxRun(ctx context.Context, f *Factory, opts *inboxOptions) error {
 	if local.err != nil {
 		return local.err
 	}
-	out := inboxJSON{Waiting: []workflow.Waiting{}, Unreachable: []unreachableJSON{}}
+	out := inboxJSON{Waiting: []waitingJSON{}, Unreachable: []unreachableJSON{}}
 	p := &inboxPrinter{f: f, quiet: opts.JSON}
 	add := func(s inboxSide) {
 		if s.err != nil {
-			out.Unreachable = append(out.Unreachable, unreachableJSON{Remote: s.remote, Error: s.err.Error()})
+			var pt *personTokenError
+			out.Unreachable = append(out.Unreachable, unreachableJSON{Remote: s.remote, Error: s.err.Error(), token: errors.As(s.err, &pt)})
 			return
 		}
-		out.Waiting = append(out.Waiting, s.waiting...)
+		for _, w := range s.waiting {
+			out.Waiting = append(out.Waiting, newWaitingJSON(w))
+		}
 		p.rows(s.waiting)
 	}
 	add(local)
@@ -121,10 +136,13 @@ func remoteInbox(ctx context.Context, f *Factory, name string, timeout time.Dura
 		return inboxSide{remote: name, err: err}
 	}
 	if c.PersonToken == "" {
-		return inboxSide{remote: name, err: fmt.Errorf("no person token for %s: store yours with 'nerve init --remote %s --person-token T'", name, name)}
+		return inboxSide{remote: name, err: &personTokenError{fmt.Sprintf("no person token for %s: store yours with '%s'", name, personTokenCommand(f, name))}}
 	}
 	c.Retries = 0           // an inbox answers now or says the remote is unreachable
 	ws, err := c.Inbox(ctx) // with the person token stored for the remote
+	if remote.IsStatus(err, http.StatusUnauthorized) {
+		err = &personTokenError{fmt.Sprintf("the person token was refused (unknown, or the person was removed): store a new one with '%s'", personTokenCommand(f, name))}
+	}
 	if err != nil {
 		return inboxSide{remote: name, err: err}
 	}
@@ -132,6 +150,17 @@ func remoteInbox(ctx context.Context, f *Factory, name string, timeout time.Dura
 		ws[i].Ref = workflow.Ref{Remote: name, Workflow: ws[i].Workflow, Thread: ws[i].Thread}.String()
 	}
 	return inboxSide{remote: name, waiting: ws}
+}
+
+// personTokenCommand is the command that stores a person's token for
+// remote name: init with the remote's URL as configured, so init leaves the
+// remote as it is.
+func personTokenCommand(f *Factory, name string) string {
+	url := "URL"
+	if cfg, err := f.Config(); err == nil {
+		url, _ = cfg.RemoteURL(name)
+	}
+	return fmt.Sprintf("nerve init --remote %s=%s --person-token T", name, url)
 }
 
 // inboxPrinter prints the inbox's rows as each side answers, in columns
@@ -171,7 +200,7 @@ func (p *inboxPrinter) end(in inboxJSON) {
 	}
 	for _, u := range in.Unreachable {
 		msg := strings.TrimPrefix(u.Error, "remote "+u.Remote+": ")
-		if !strings.HasPrefix(msg, "no person token") {
+		if !u.token {
 			msg = "unreachable: " + msg
 		}
 		fmt.Fprintf(p.f.IO.Out, "%s: %s\n", u.Remote, msg)

@@ -76,3 +76,34 @@ func newThreadJSON(remote string, t *workflow.Thread) threadJSON {
 	}
 	return j
 }
+
+// waitingJSON is one turn of `nerve inbox --json`, the same for a local
+// and a remote thread's.
+type waitingJSON struct {
+	Thread   string `json:"thread"`
+	Workflow string `json:"workflow"`
+	Ref      string `json:"ref"`
+	// Turn is Khala's turn id, null for a local thread's turn.
+	Turn *string `json:"turn"`
+	Step int     `json:"step"`
+	Role string  `json:"role"`
+	// Prompt is the turn's prompt as an agent would be given it: the
+	// role's, the instruction, the meta schema, the thread's line.
+	Prompt      string `json:"prompt"`
+	Instruction string `json:"instruction"`
+	// AnsweredBy names who may answer; null: any person.
+	AnsweredBy []string  `json:"answered_by"`
+	Meta       any       `json:"meta_schema"`
+	Since      time.Time `json:"since"`
+}
+
+func newWaitingJSON(w workflow.Waiting) waitingJSON {
+	j := waitingJSON{
+		Thread: w.Thread, Workflow: w.Workflow, Ref: w.Ref, Turn: nullable(w.Turn), Step: w.Step, Role: w.Role,
+		Prompt: w.Prompt, Instruction: w.Instruction, Meta: w.Meta, Since: w.Since,
+	}
+	if len(w.AnsweredBy) > 0 {
+		j.AnsweredBy = w.AnsweredBy
+	}
+	return j
+}
