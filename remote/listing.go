@@ -2,6 +2,8 @@ package remote
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -12,8 +14,12 @@ type Listing struct {
 	Remote    string
 	Workflows []Workflow
 	// Unreachable says why the remote could not be read ("" when it was),
-	// so a list shows the remote as unreachable, not as empty.
+	// so a list shows the remote as such, not as empty: "unreachable: ...",
+	// or "token refused: ..." or "no token: ..." when it answered but
+	// would not take this machine's token.
 	Unreachable string
+	// Err is the error behind Unreachable, with its hint.
+	Err error
 }
 
 // ListAll asks the named remotes for their workflows, all at once and each
@@ -43,11 +49,26 @@ func list(ctx context.Context, name string, timeout time.Duration, open func(str
 		l.Workflows, err = c.Workflows(ctx)
 	}
 	if err != nil {
-		msg := err.Error()
-		if i := strings.LastIndex(msg, ": "); i >= 0 && strings.HasPrefix(msg, "remote ") {
-			msg = msg[i+2:] // the client's "remote NAME: ..." prefix says what the entry already says
-		}
-		l.Unreachable = "unreachable: " + msg
+		l.Err = err
+		l.Unreachable = notRead(name, err, c != nil && c.Token != "")
 	}
 	return l
+}
+
+// notRead says in a few words why remote name's listing could not be
+// read. A remote that refuses this machine's token (or gets none)
+// answered: it is not unreachable, and the fix is a token, not the network.
+func notRead(name string, err error, hadToken bool) string {
+	var e *Error
+	if !errors.As(err, &e) {
+		// The entry names the remote already.
+		return "unreachable: " + strings.TrimPrefix(err.Error(), "remote "+name+": ")
+	}
+	switch {
+	case e.Status == http.StatusUnauthorized && !hadToken:
+		return "no token: this machine holds none for " + name
+	case e.Status == http.StatusUnauthorized:
+		return "token refused: " + strings.TrimPrefix(e.Message, "unauthorized: ")
+	}
+	return "unreachable: " + e.Message
 }

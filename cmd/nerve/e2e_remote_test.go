@@ -284,3 +284,29 @@ func TestE2ERemoteCancelKillsTheAdapter(t *testing.T) {
 	}
 	waitFor(t, "the adapter to be killed", func() bool { return len(processesWith(marker)) == 0 })
 }
+
+// `workflow list` shows a remote that refuses this machine's token, or
+// gets none, as such, not as unreachable, with the hint other remote
+// commands give.
+func TestE2EWorkflowListTokenRefused(t *testing.T) {
+	k := startKhala(t)
+	e := newEnv(t)
+	e.write("nerve.yaml", fmt.Sprintf("remotes:\n  refused: {url: %q}\n  tokenless: {url: %q}\n", k.url, k.url))
+	e.write("tokens/refused", "khala_agent_forged\n")
+	os.Chmod(filepath.Join(e.home, "tokens/refused"), 0o600)
+	r := e.must(0, "workflow", "list")
+	for _, want := range []string{"refused/    (token refused: unknown agent token)", "tokenless/  (no token: this machine holds none for tokenless)"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("workflow list lacks %q:\n%s", want, r)
+		}
+	}
+	for _, name := range []string{"refused", "tokenless"} {
+		hint := fmt.Sprintf("hint: this agent's token for %s is missing or no longer accepted; enroll again: nerve init --remote %s=%s --enroll-token TOKEN", name, name, k.url)
+		if !strings.Contains(r.stderr, hint) {
+			t.Fatalf("workflow list lacks %q:\n%s", hint, r)
+		}
+	}
+	if r := e.must(0, "workflow", "list", "--json"); !strings.Contains(r.stdout, `"error":"token refused: unknown agent token"`) || strings.Contains(r.stdout, "unreachable") {
+		t.Fatalf("workflow list --json: %s", r)
+	}
+}

@@ -23,8 +23,10 @@ type listEntry struct {
 	Remote      *string `json:"remote"`
 	Binding     *string `json:"binding"`
 	Description *string `json:"description"`
-	// Error says why a remote's workflows could not be listed.
+	// Error says why a remote's workflows could not be listed; hint, what
+	// to do about it (shown under the list, not part of the JSON).
 	Error *string `json:"error"`
+	hint  string
 }
 
 // nullable is s, or null when s is empty.
@@ -91,5 +93,13 @@ func workflowListRun(ctx context.Context, f *Factory, opts *workflowListOptions)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Ref, str(e.Binding), str(e.Description))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, e := range out {
+		if e.hint != "" {
+			fmt.Fprintf(f.IO.ErrOut, "hint: %s\n", e.hint)
+		}
+	}
+	return nil
 }

@@ -40,7 +40,7 @@ func remoteEntries(ctx context.Context, f *Factory) []listEntry {
 	var out []listEntry
 	for _, l := range remote.ListAll(ctx, sortedNames(cfg.Remotes), remoteListTimeout, open) {
 		if l.Unreachable != "" {
-			out = append(out, listEntry{Ref: l.Remote + "/", Remote: nullable(l.Remote), Error: nullable(l.Unreachable)})
+			out = append(out, listEntry{Ref: l.Remote + "/", Remote: nullable(l.Remote), Error: nullable(l.Unreachable), hint: hintOf(l.Err)})
 			continue
 		}
 		for _, w := range l.Workflows {
