@@ -117,6 +117,8 @@ func TestE2EBadInput(t *testing.T) {
 		{"malformed JSON output", []string{"workflow", "run", h + "/junk.yaml"}, 1, "no result event"},
 		{"adapter that hangs", []string{"workflow", "run", h + "/hang.yaml"}, 1, "timed out after 1s"},
 		{"unknown thread", []string{"workflow", "logs", "ok#thread-99"}, 2, `unknown thread "thread-99"`},
+		{"threads of an unknown workflow", []string{"workflow", "logs", "no-such-workflow"}, 2, "hint: see the workflows with 'nerve workflow list'"},
+		{"follow an unknown workflow", []string{"workflow", "logs", "no-such-workflow", "-f"}, 2, `unknown workflow "no-such-workflow"`},
 		{"answer a negative step", []string{"thread", "answer", "ok#thread-1", "yes", "--step", "-1"}, 2, "--step takes a positive number (steps count from 1), not -1"},
 		{"answer step 0", []string{"thread", "answer", "ok#thread-1", "yes", "--step", "0"}, 2, "--step takes a positive number (steps count from 1), not 0"},
 		{"thread of another workflow", []string{"thread", "messages", "junk#thread-1"}, 2, "is a thread of"},

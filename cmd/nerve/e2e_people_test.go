@@ -117,7 +117,9 @@ func TestE2EHumanTurnLocal(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.Step != 4 || res.Role != "approver" || res.By == "" {
 		t.Fatalf("answer --json: %v %s", err, r)
 	}
-	if r := e.must(0, "workflow", "logs", "release#thread-1", "-f"); !strings.Contains(r.stdout, "step 4  approver  answered by "+res.By) {
+	// Without #THREAD, -f follows the workflow's newest thread.
+	if r := e.must(0, "workflow", "logs", "release", "-f"); !strings.Contains(r.stdout, "step 4  approver  answered by "+res.By) ||
+		!strings.Contains(r.stderr, "following release#thread-1, the newest thread of release") {
 		t.Fatalf("the log does not show who approved:\n%s", r)
 	}
 	if m := e.must(0, "thread", "messages", "release#thread-1", "--step", "4", "--json"); !strings.Contains(m.stdout, `"agent":"`+res.By+`"`) || !strings.Contains(m.stdout, `"approved":true`) {
@@ -236,6 +238,9 @@ func TestE2EInboxRemotes(t *testing.T) {
 	}
 	if in := inboxOf(t, e); len(in.Waiting) != 0 {
 		t.Fatalf("answered, still in the inbox: %+v", in)
+	}
+	if r := e.must(2, "workflow", "logs", "live/nosuch"); !strings.Contains(r.stderr, `unknown workflow "nosuch"`) {
+		t.Fatalf("threads of a workflow the remote does not have: %s", r)
 	}
 	// The hint's command, as written (with the token for T), stores it.
 	e.must(0, strings.Fields(strings.TrimPrefix(strings.Replace(store, " T", " "+tok, 1), "nerve "))...)

@@ -25,8 +25,12 @@ func newCmdWorkflowLogs(f *Factory, runF func(*workflowLogsOptions) error) *cobr
 	cmd := &cobra.Command{
 		Use:   "logs REF[#THREAD]",
 		Short: "Show a thread's messages and events; without #THREAD, list the workflow's threads",
+		Long: `Show a thread's messages and events; -f follows it until it ends. Without
+#THREAD, list the workflow's threads, newest first; with -f, follow the
+newest of them.`,
 		Example: `  nerve workflow logs code-review
-  nerve workflow logs code-review#thread-3 -f`,
+  nerve workflow logs code-review#thread-3 -f
+  nerve workflow logs code-review -f`,
 		Args:              exactArgs(1, "name a workflow or a thread"),
 		ValidArgsFunction: completeWorkflows(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -51,8 +55,13 @@ func workflowLogsRun(ctx context.Context, f *Factory, opts *workflowLogsOptions)
 	if err != nil {
 		return err
 	}
-	if ref.Thread == "" {
+	if ref.Thread == "" && !opts.Follow {
 		return listThreads(ctx, f, src, ref, opts.JSON)
+	}
+	if ref.Thread == "" {
+		if ref, err = newestThread(ctx, f, src, ref); err != nil {
+			return err
+		}
 	}
 	t, err := threadOf(ctx, src, ref)
 	if err != nil {
@@ -141,9 +150,15 @@ func threadOf(ctx context.Context, src threadSource, ref workflow.Ref) (*workflo
 }
 
 func listThreads(ctx context.Context, f *Factory, src threadSource, ref workflow.Ref, asJSON bool) error {
-	ts, err := src.Threads(ctx, ref.Workflow)
+	ts, err := threadsOf(ctx, f, src, ref)
 	if err != nil {
 		return err
+	}
+	if len(ts) == 0 {
+		if !asJSON {
+			fmt.Fprintf(f.IO.ErrOut, "no threads of %s yet; start one with 'nerve workflow run %s'\n", ref, ref)
+		}
+		return nil
 	}
 	if asJSON {
 		enc := json.NewEncoder(f.IO.Out)
@@ -154,10 +169,6 @@ func listThreads(ctx context.Context, f *Factory, src threadSource, ref workflow
 		}
 		return nil
 	}
-	if len(ts) == 0 {
-		fmt.Fprintf(f.IO.ErrOut, "no threads of %s yet; start one with 'nerve workflow run %s'\n", ref, ref)
-		return nil
-	}
 	tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "THREAD\tSTATUS\tSTEPS\tSTARTED\tERROR")
 	for _, t := range ts {
@@ -165,6 +176,56 @@ func listThreads(ctx context.Context, f *Factory, src threadSource, ref workflow
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", tr, t.Status, t.Step, t.CreatedAt.Local().Format("2006-01-02 15:04:05"), firstLine(t.Error))
 	}
 	return tw.Flush()
+}
+
+// newestThread is the ref of the newest thread of the workflow ref names,
+// the one `logs -f` without #THREAD follows (as after 'workflow run -d').
+func newestThread(ctx context.Context, f *Factory, src threadSource, ref workflow.Ref) (workflow.Ref, error) {
+	ts, err := threadsOf(ctx, f, src, ref)
+	if err != nil {
+		return ref, err
+	}
+	if len(ts) == 0 {
+		return ref, usageErrorf("start one with 'nerve workflow run "+ref.String()+"'", "%s has no threads to follow", ref)
+	}
+	ref.Thread = ts[0].ID
+	fmt.Fprintf(f.IO.ErrOut, "following %s, the newest thread of %s\n", ref, ref.Workflow)
+	return ref, nil
+}
+
+// threadsOf lists the threads of the workflow ref names, newest first. A
+// name with no threads that is no workflow is a bad argument, as it is to
+// 'workflow run', not a workflow yet to run.
+func threadsOf(ctx context.Context, f *Factory, src threadSource, ref workflow.Ref) ([]*workflow.Thread, error) {
+	ts, err := src.Threads(ctx, ref.Workflow)
+	if err == nil && len(ts) == 0 {
+		err = checkWorkflow(ctx, f, ref)
+	}
+	return ts, err
+}
+
+// checkWorkflow says whether the workflow ref names exists: locally a
+// definition in the workflow directories (the threads of one run from a
+// file are listed without asking), on a remote one it has published.
+func checkWorkflow(ctx context.Context, f *Factory, ref workflow.Ref) error {
+	if ref.Remote != "" {
+		c, err := remoteClient(f, ref.Remote)
+		if err != nil {
+			return err
+		}
+		_, err = c.Workflow(ctx, ref.Workflow)
+		return remoteUsage(err)
+	}
+	dirs, err := workflowDirs(f)
+	if err != nil {
+		return err
+	}
+	for _, e := range workflow.List(dirs) {
+		if e.Name == ref.Workflow {
+			return nil
+		}
+	}
+	return usageErrorf("see the workflows with 'nerve workflow list'", "unknown workflow %q", ref.Workflow)
 }
 
 // shownEvent is e as the logs show it: a merge turn's as "step S  merge",
