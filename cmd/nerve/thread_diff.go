@@ -23,7 +23,7 @@ func newCmdThreadDiff(f *Factory, runF func(*threadDiffOptions) error) *cobra.Co
 against the commit it started from, a stat first. A cloud thread's commits
 are read from this machine's mirror of its repository (fetched if need be).`,
 		Example: `  nerve thread diff code-change#thread-3
-  nerve thread diff origin/code-review#thread-9 --stat`,
+  nerve thread diff origin/code-change#thread-9 --stat`,
 		Args: exactArgs(1, "name the thread (REF#thread-N)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref = args[0]

@@ -23,7 +23,7 @@ type threadMessagesOptions struct {
 }
 
 func newCmdThread(f *Factory) *cobra.Command {
-	cmd := &cobra.Command{Use: "thread", Short: "Query a thread (what an agent runs inside a turn)"}
+	cmd := &cobra.Command{Use: "thread", Short: "Read a thread's messages, answer its human turns, review its change"}
 	cmd.AddCommand(newCmdThreadMessages(f, nil), newCmdThreadDiff(f, nil), newCmdThreadCheckout(f, nil), newCmdThreadAnswer(f, nil))
 	return cmd
 }

@@ -2,7 +2,10 @@ package main
 
 import (
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/nerve-agents/nerve/workflow"
 )
 
 // The workspace commands copy their arguments and flags into their
@@ -49,5 +52,22 @@ func TestWorkspaceCommandFlags(t *testing.T) {
 	}
 	if !reflect.DeepEqual(pr, workspacePruneOptions{JSON: true}) {
 		t.Fatalf("workspace prune options: %+v", pr)
+	}
+}
+
+// `thread diff`'s examples name threads of an example workflow that
+// declares a workspace: a thread of one that does not has nothing to diff.
+func TestThreadDiffExamplesHaveWorkspaces(t *testing.T) {
+	io, _, _ := TestStreams()
+	for _, line := range strings.Split(newCmdThreadDiff(newFactory(io), nil).Example, "\n") {
+		fields := strings.Fields(line)
+		ref, err := workflow.ParseRef(fields[3]) // nerve thread diff REF
+		if err != nil {
+			t.Fatalf("example %q: %v", line, err)
+		}
+		def, err := workflow.LoadFile(repoFile(t, "examples/"+ref.Workflow+".yaml"))
+		if err != nil || def.Workspace == nil {
+			t.Errorf("example %q: examples/%s.yaml declares no workspace (%v)", line, ref.Workflow, err)
+		}
 	}
 }
