@@ -28,7 +28,7 @@ The branch is the thread's (nerve/WORKFLOW/thread-N) unless --branch names
 another; a branch that exists is only fast-forwarded. A cloud thread's
 commits are fetched from its repository.`,
 		Example: `  nerve thread checkout code-change#thread-3
-  nerve thread checkout origin/code-review#thread-9 --branch review/retries`,
+  nerve thread checkout origin/code-change#thread-9 --branch review/retries`,
 		Args: exactArgs(1, "name the thread (REF#thread-N)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref = args[0]

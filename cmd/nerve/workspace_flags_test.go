@@ -55,13 +55,16 @@ func TestWorkspaceCommandFlags(t *testing.T) {
 	}
 }
 
-// `thread diff`'s examples name threads of an example workflow that
-// declares a workspace: a thread of one that does not has nothing to diff.
-func TestThreadDiffExamplesHaveWorkspaces(t *testing.T) {
+// `thread diff` and `thread checkout` examples name threads of an example
+// workflow that declares a workspace: a thread of one that does not has
+// nothing to diff or check out.
+func TestThreadReviewExamplesHaveWorkspaces(t *testing.T) {
 	io, _, _ := TestStreams()
-	for _, line := range strings.Split(newCmdThreadDiff(newFactory(io), nil).Example, "\n") {
+	f := newFactory(io)
+	examples := newCmdThreadDiff(f, nil).Example + "\n" + newCmdThreadCheckout(f, nil).Example
+	for _, line := range strings.Split(examples, "\n") {
 		fields := strings.Fields(line)
-		ref, err := workflow.ParseRef(fields[3]) // nerve thread diff REF
+		ref, err := workflow.ParseRef(fields[3]) // nerve thread diff|checkout REF
 		if err != nil {
 			t.Fatalf("example %q: %v", line, err)
 		}
