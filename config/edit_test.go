@@ -72,3 +72,23 @@ func onlyHome(home string) func(string) string {
 		return ""
 	}
 }
+
+// A writer killed between its temp file and the rename leaves the temp
+// file; the next writer, holding the lock, removes it.
+func TestEditRemovesAKilledWritersTempFile(t *testing.T) {
+	home := t.TempDir()
+	path := filepath.Join(home, "nerve.yaml")
+	if _, err := config.WriteInitial(path, "laptop-1"); err != nil {
+		t.Fatal(err)
+	}
+	left := filepath.Join(home, ".nerve.yaml.tmp-123456")
+	if err := os.WriteFile(left, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := config.AddRemote(path, "origin", "http://127.0.0.1:1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(left); !os.IsNotExist(err) {
+		t.Fatalf("the killed writer's temp file is still there: %v", err)
+	}
+}

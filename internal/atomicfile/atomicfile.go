@@ -24,7 +24,7 @@ func WriteFileNoSync(path string, data []byte, mode os.FileMode) error {
 
 func write(path string, data []byte, mode os.FileMode, sync bool) error {
 	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	tmp, err := os.CreateTemp(dir, tempPattern(path))
 	if err != nil {
 		return err
 	}
@@ -64,4 +64,17 @@ func write(path string, data []byte, mode os.FileMode, sync bool) error {
 		d.Close()
 	}
 	return nil
+}
+
+// tempPattern names the temp files of path's writes.
+func tempPattern(path string) string { return "." + filepath.Base(path) + ".tmp-*" }
+
+// RemoveLeftovers removes the temp files that writes of path killed
+// midway left behind. Only a caller that knows no write of path is under
+// way (one that holds a lock every writer of path takes) may call it.
+func RemoveLeftovers(path string) {
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), tempPattern(path)))
+	for _, f := range left {
+		os.Remove(f)
+	}
 }
