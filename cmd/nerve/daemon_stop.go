@@ -47,7 +47,11 @@ func daemonStopRun(ctx context.Context, f *Factory, opts *daemonStopOptions) err
 	paths := config.Paths{Home: config.Home(f.Getenv)}
 	c := daemon.NewClient(paths.Socket())
 	// Ctrl-C ends the wait, not the asking: a request cut off after the
-	// daemon took it would leave the daemon stopping and say nothing.
+	// daemon took it would leave the daemon stopping and say nothing. So
+	// the command's signal handler goes in before it asks (asking ctx is
+	// what installs it): a Ctrl-C once the daemon is stopping is ours to
+	// report, not a kill of this process.
+	ctx.Done()
 	askCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownAskTimeout)
 	pid, err := c.Shutdown(askCtx)
 	cancel()
