@@ -22,6 +22,8 @@ type StartRequest struct {
 	File     string         `json:"file,omitempty"`
 	Input    map[string]any `json:"input,omitempty"`
 	// Workdir is where adapters run (NERVE_WORKDIR): the caller's cwd.
+	// Empty (or a turn's scratch directory): each turn works in the new
+	// thread's own scratch directory, outside NERVE_HOME.
 	Workdir string `json:"workdir"`
 	// Workspace overrides the definition's workspace for this thread
 	// (run --repo, --base, --branch); nil keeps the definition's.

@@ -158,12 +158,16 @@ func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName s
 	if t.Workspace != nil {
 		r.rtrees.begin(key) // not swept while the turn runs
 		defer func() { r.rtrees.end(key, time.Now()) }()
+	} else {
+		// Someone else's prompt: its scratch directory is its own and
+		// goes with the turn (the thread's next turn may run anywhere).
+		defer r.scratch.Remove(key, t.Step)
 	}
 	// The snapshot stays while the history is cached (histories removes
 	// it on eviction), so the next turn of the thread only appends to it.
 	a, ok := r.exec.Run(ctx, &reflex.Turn{
 		Thread: ref, Ref: ref, Key: key, Step: t.Step, Role: t.Role, Adapter: adapterName,
-		Prompt: t.Prompt, History: history,
+		Prompt: t.Prompt, History: history, OwnScratch: true,
 		Workspace: remoteWorkspace(t, key),
 		RoleDef:   func() *workflow.Role { return <-roleCh },
 		Detected:  func(e workflow.Event) { r.reportDetection(ctx, cl, t, e) },

@@ -33,6 +33,7 @@ type runner struct {
 	exec     *reflex.Executor
 	ws       *workspace.Manager // threads' git workspaces
 	rtrees   remoteTrees        // remote threads' worktrees kept here
+	scratch  workspace.Scratch  // turns' directories when they have no workdir
 	procs    *procSlots         // running adapters, for the next daemon after a crash
 }
 
@@ -41,7 +42,8 @@ func newRunner(d *Daemon, ctx context.Context) *runner {
 		active: map[string]ActiveTurn{}, waiting: map[string]workflow.Waiting{}, groups: map[int]string{},
 		idle:  make(chan struct{}),
 		snaps: newSnapshots(d.paths.Snapshots()), ws: &workspace.Manager{Home: d.paths.Home},
-		procs: newProcSlots(filepath.Join(d.paths.Home, "procs"))}
+		scratch: workspace.Scratch{Home: d.paths.Home},
+		procs:   newProcSlots(filepath.Join(d.paths.Home, "procs"))}
 	r.hist = newHistories(r.snaps.remove)
 	r.exec = newExecutor(d, r)
 	return r
@@ -117,6 +119,7 @@ func (r *runner) launch(d *workflow.Definition, t *workflow.Thread) {
 		if t.Ended() {
 			r.threadSpan(t)
 			r.snaps.remove(t.ID)
+			r.scratch.Remove(t.ID, 0)
 			if t.Workspace != nil {
 				r.removeWorktrees(t.ID)
 			}
@@ -165,6 +168,7 @@ func (r *runner) fail(t *workflow.Thread, reason string) {
 	if err != nil {
 		r.d.log.Error("fail thread", "thread", t.ID, "err", err)
 	}
+	r.scratch.Remove(t.ID, 0)
 	if t.Workspace != nil {
 		r.removeWorktrees(t.ID) // the branch and its commits stay
 	}

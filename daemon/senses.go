@@ -107,7 +107,9 @@ func (r *runner) StartWorkflow(name string, input map[string]any) error {
 	if err != nil {
 		return err
 	}
-	_, err = r.start(r.ctx, def, threadSpec{Input: in, Workdir: r.d.paths.Home, Workspace: ws})
+	// No workdir: its turns work in the thread's scratch directory, never
+	// in NERVE_HOME, where an agent could rewrite nerve.yaml.
+	_, err = r.start(r.ctx, def, threadSpec{Input: in, Workspace: ws})
 	return err
 }
 

@@ -109,6 +109,12 @@ func (d *Daemon) handleStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	spec := threadSpec{Input: input, Workdir: req.Workdir, Workspace: ws}
+	if d.runner.scratch.Contains(req.Workdir) {
+		// Started from inside a turn's scratch directory (an agent's
+		// `nerve workflow run`): that directory goes when its thread
+		// ends, so the new thread gets its own.
+		spec.Workdir = ""
+	}
 	if req.File != "" {
 		spec.Defs = filepath.Dir(req.File)
 	}

@@ -24,6 +24,7 @@ func newExecutor(d *Daemon, r *runner) *reflex.Executor {
 		Tracker:    r,
 		Log:        d.log,
 		Workspaces: r.ws,
+		Scratch:    r.scratch,
 		Gate:       d.gate,
 	})
 }

@@ -125,7 +125,7 @@ func TestExecutorWaitsOutAPause(t *testing.T) {
 		}
 		rec := newRecorder()
 		runs := 0
-		x := NewExecutor(Deps{Config: func() *config.Config { return cfg }, Home: t.TempDir(), Snapshots: rec, Procs: rec, Tracker: rec, Gate: g,
+		x := NewExecutor(Deps{Config: func() *config.Config { return cfg }, Home: t.TempDir(), Snapshots: rec, Procs: rec, Tracker: rec, Scratch: rec, Gate: g,
 			NewAdapter: func(string, config.Adapter) (adapter.Adapter, error) {
 				return &fakeAdapter{run: func(context.Context, adapter.Request) (*adapter.Result, error) {
 					runs++

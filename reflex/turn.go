@@ -55,9 +55,15 @@ type Turn struct {
 	Role    string
 	Adapter string
 	Prompt  string
-	// Workdir is NERVE_WORKDIR; empty means NERVE_HOME. A turn with a
-	// Workspace works in its worktree instead.
+	// Workdir is NERVE_WORKDIR (a local thread's: where it was started).
+	// Empty means the turn's scratch directory (Deps.Scratch), never
+	// NERVE_HOME: an agent may write under its workdir, and nerve.yaml
+	// and the tokens must stay out of its reach. A turn with a Workspace
+	// works in its worktree instead.
 	Workdir string
+	// OwnScratch gives the turn a scratch directory of its own (by Step)
+	// instead of its thread's: a remote turn's, removed when it ends.
+	OwnScratch bool
 	// Workspace, when set, is the thread's git workspace: the turn runs in
 	// a worktree of it at its head and its work is committed and published
 	// after the adapter answers (Key, Step and Parallel as the thread
@@ -137,6 +143,9 @@ type Deps struct {
 	// Workspaces prepare the worktrees of turns with a workspace; nil
 	// fails such turns with kind workspace.
 	Workspaces Workspaces
+	// Scratch makes the directories of turns with no workdir; nil fails
+	// such turns.
+	Scratch Scratch
 	// Gate holds turns back past an adapter's daily cap (they fail with
 	// kind budget) and while it is paused after rate limits (they wait),
 	// and is told how each turn ended; nil holds nothing back.
@@ -192,11 +201,9 @@ func (x *Executor) Run(ctx context.Context, t *Turn) (a Answer, ok bool) {
 		return fail(KindAdapter, fmt.Errorf("write thread snapshot: %w", err))
 	}
 	workdir := t.Workdir
-	if workdir == "" {
-		workdir = x.deps.Home
-	}
 	var tree *workspace.Tree
-	if t.Workspace != nil {
+	switch {
+	case t.Workspace != nil:
 		if tree, err = x.open(ctx, t.Workspace); err != nil {
 			if ctx.Err() != nil {
 				return Answer{}, false
@@ -204,6 +211,10 @@ func (x *Executor) Run(ctx context.Context, t *Turn) (a Answer, ok bool) {
 			return fail(KindWorkspace, err)
 		}
 		workdir = tree.Dir
+	case workdir == "":
+		if workdir, err = x.scratch(t); err != nil {
+			return fail(KindAdapter, err)
+		}
 	}
 	req := adapter.Request{
 		Prompt:  t.Prompt,
@@ -290,30 +301,6 @@ func (x *Executor) Run(ctx context.Context, t *Turn) (a Answer, ok bool) {
 		}
 	}
 	return a, true
-}
-
-// open prepares the turn's worktree. A cloud thread whose head is still
-// its base may not have its branch on the remote yet (Khala gives the
-// thread its number, so no one could create it before): it is created
-// first, and a branch already there is the usual case after the first
-// turn.
-func (x *Executor) open(ctx context.Context, wt *workspace.Turn) (*workspace.Tree, error) {
-	if x.deps.Workspaces == nil {
-		return nil, errors.New("this daemon has no workspaces")
-	}
-	t := *wt
-	if t.Cloud && (t.Head == "" || t.Head == t.Base) {
-		ws, err := x.deps.Workspaces.Start(ctx, t.Workspace)
-		switch {
-		case err == nil:
-			t.Base, t.Head = ws.Base, ws.Head
-		case errors.Is(err, workspace.ErrBranchExists):
-			t.Head = t.Base
-		default:
-			return nil, err
-		}
-	}
-	return x.deps.Workspaces.Open(ctx, t)
 }
 
 // adapter makes the turn's adapter from nerve.yaml as it is now. An exec

@@ -58,6 +58,15 @@ func (r *recorder) Update(key string, msgs []workflow.Message) (string, error) {
 	return "/snapshots/" + key + ".jsonl", nil
 }
 
+// Dir is the turn's scratch directory, by thread key and (for a turn's
+// own) step.
+func (r *recorder) Dir(key string, step int) (string, error) {
+	if step > 0 {
+		return fmt.Sprintf("/scratch/%s/%d", key, step), nil
+	}
+	return "/scratch/" + key, nil
+}
+
 func (r *recorder) RecordProc(key string, step, pid int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -220,7 +229,7 @@ func TestTurnExecutorRun(t *testing.T) {
 				var made []string
 				x := NewExecutor(Deps{
 					Config: func() *config.Config { return cfg }, Executable: "/opt/nerve/bin/nerve", Home: "/home/n",
-					Snapshots: rec, Procs: rec, Tracker: rec,
+					Snapshots: rec, Procs: rec, Tracker: rec, Scratch: rec,
 					NewAdapter: func(name string, c config.Adapter) (adapter.Adapter, error) {
 						made = append(made, strings.Join(c.Command, " "))
 						return &fakeAdapter{run: tc.run}, nil
@@ -290,8 +299,9 @@ func TestTurnExecutorRun(t *testing.T) {
 	}
 }
 
-// The agent's environment: the thread, role and step, its workdir and
-// snapshot, NERVE_HOME, and the running binary first on PATH.
+// The agent's environment: the thread, role and step, its workdir (a
+// remote turn's own scratch directory) and snapshot, NERVE_HOME, and the
+// running binary first on PATH.
 func TestTurnExecutorEnvironment(t *testing.T) {
 	cfg := config.Defaults(t.TempDir())
 	cfg.Adapters["fake"] = config.Adapter{Type: "exec", Command: []string{"true"}}
@@ -299,11 +309,11 @@ func TestTurnExecutorEnvironment(t *testing.T) {
 	var env []string
 	x := NewExecutor(Deps{
 		Config: func() *config.Config { return cfg }, Executable: "/opt/nerve/bin/nerve", Home: "/home/n",
-		Snapshots: rec, Procs: rec, Tracker: rec,
+		Snapshots: rec, Procs: rec, Tracker: rec, Scratch: rec,
 		NewAdapter: func(string, config.Adapter) (adapter.Adapter, error) {
 			return &fakeAdapter{run: func(_ context.Context, req adapter.Request) (*adapter.Result, error) {
 				env = req.Env
-				if req.Workdir != "/home/n" || req.Prompt != "go" {
+				if req.Workdir != "/scratch/origin--w--thread-9/4" || req.Prompt != "go" {
 					return nil, errors.New("workdir " + req.Workdir + ", prompt " + req.Prompt)
 				}
 				return &adapter.Result{Content: "ok"}, nil
@@ -311,12 +321,12 @@ func TestTurnExecutorEnvironment(t *testing.T) {
 		},
 	})
 	a, ok := x.Run(context.Background(), &Turn{Thread: "origin/w#thread-9", Ref: "origin/w#thread-9", Key: "origin--w--thread-9",
-		Step: 4, Role: "author", Adapter: "fake", Prompt: "go"})
+		Step: 4, Role: "author", Adapter: "fake", Prompt: "go", OwnScratch: true})
 	if !ok || a.Error != nil {
 		t.Fatalf("run: %+v %v", a, ok)
 	}
 	want := []string{
-		"NERVE_THREAD=origin/w#thread-9", "NERVE_ROLE=author", "NERVE_STEP=4", "NERVE_WORKDIR=/home/n",
+		"NERVE_THREAD=origin/w#thread-9", "NERVE_ROLE=author", "NERVE_STEP=4", "NERVE_WORKDIR=/scratch/origin--w--thread-9/4",
 		"NERVE_THREAD_SNAPSHOT=/snapshots/origin--w--thread-9.jsonl", "NERVE_HOME=/home/n",
 		"PATH=" + pathWithNerve(os.Getenv("PATH"), "/opt/nerve/bin/nerve"),
 	}

@@ -30,6 +30,10 @@
 //   - Diff, Checkout for `nerve thread diff` and `nerve thread checkout`;
 //     Remove when a thread ends here; Prune for what a crash left.
 //
+// Scratch is the other place a turn works in: the private directory of a
+// thread (or of one remote turn) with neither a workspace nor a workdir,
+// outside NERVE_HOME, which Prune also removes when its thread is gone.
+//
 // Errors are *Error values: Kind "workspace" or "merge", one sentence a
 // person can act on, and a sentinel (ErrNoGit, ErrPushRefused, ...) for
 // errors.Is. Git runs with GIT_TERMINAL_PROMPT=0, no system config and no

@@ -10,8 +10,9 @@ import (
 	"testing"
 )
 
-// TestMain keeps the tests away from the user's git config: HOME is a
-// temporary directory and the system config is off.
+// TestMain keeps the tests away from the user's git config and cache
+// (scratch directories): HOME is a temporary directory and the system
+// config is off.
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		crashHelper()
@@ -23,6 +24,7 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv("HOME", home)
 	os.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	os.Setenv("XDG_CACHE_HOME", filepath.Join(home, ".cache"))
 	os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 	code := m.Run()
 	os.RemoveAll(home)

@@ -7,18 +7,21 @@ import (
 	"strings"
 )
 
-// Keep says what Prune must leave: worktrees of the thread keys Worktree
-// accepts, and mirrors of the repositories Repo accepts (or that a kept
-// worktree uses). A nil func keeps nothing of its kind.
+// Keep says what Prune must leave: worktrees and scratch directories of
+// the thread keys Worktree accepts, and mirrors of the repositories Repo
+// accepts (or that a kept worktree uses). A nil func keeps nothing of its
+// kind.
 type Keep struct {
 	Worktree func(key string) bool
 	Repo     func(url string) bool
 }
 
-// Pruned lists what Prune removed: worktree directories and mirrors.
+// Pruned lists what Prune removed: worktree directories, mirrors and
+// scratch directories.
 type Pruned struct {
 	Worktrees []string
 	Mirrors   []string
+	Scratch   []string
 }
 
 // Remove deletes the worktrees of thread key on this machine (its own and
@@ -33,12 +36,12 @@ func (m *Manager) Remove(ctx context.Context, key string) error {
 	return nil
 }
 
-// Prune removes what nothing refers to: worktrees whose thread keep does
-// not name (and the leftovers of a crash: a directory without its record,
-// an interrupted clone), then mirrors no kept worktree uses and keep does
-// not name.
+// Prune removes what nothing refers to: worktrees and scratch directories
+// whose thread keep does not name (and the leftovers of a crash: a
+// directory without its record, an interrupted clone), then mirrors no
+// kept worktree uses and keep does not name.
 func (m *Manager) Prune(ctx context.Context, keep Keep) (Pruned, error) {
-	var p Pruned
+	p := Pruned{Scratch: Scratch{Home: m.Home}.Prune(keep.Worktree)}
 	used := map[string]bool{}
 	known := map[string]bool{}
 	for _, t := range m.trees() {

@@ -140,7 +140,7 @@ roles:
 		t.Fatalf("prune:\n%s", p)
 	}
 	p = e.runIn(user, 0, "workspace", "prune", "--json")
-	if strings.TrimSpace(p.stdout) != `{"worktrees":[],"mirrors":[]}` {
+	if strings.TrimSpace(p.stdout) != `{"worktrees":[],"mirrors":[],"scratch":[]}` {
 		t.Fatalf("second prune: %s", p)
 	}
 

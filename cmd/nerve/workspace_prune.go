@@ -17,7 +17,7 @@ import (
 )
 
 func newCmdWorkspace(f *Factory) *cobra.Command {
-	cmd := &cobra.Command{Use: "workspace", Short: "Manage this machine's thread worktrees and repository mirrors"}
+	cmd := &cobra.Command{Use: "workspace", Short: "Manage this machine's thread worktrees, repository mirrors and scratch directories"}
 	cmd.AddCommand(newCmdWorkspacePrune(f, nil))
 	return cmd
 }
@@ -30,10 +30,13 @@ func newCmdWorkspacePrune(f *Factory, runF func(*workspacePruneOptions) error) *
 	opts := &workspacePruneOptions{}
 	cmd := &cobra.Command{
 		Use:   "prune",
-		Short: "Remove the worktrees and mirrors under NERVE_HOME that no live thread uses",
-		Long: `Remove what a crash or an ended thread left under NERVE_HOME: worktrees
-(worktrees/) of threads that are no longer live, and repository mirrors
-(repos/) that nothing uses. Branches and commits are never touched.
+		Short: "Remove the worktrees, mirrors and scratch directories that no live thread uses",
+		Long: `Remove what a crash or an ended thread left: worktrees (NERVE_HOME/worktrees/)
+and scratch directories of threads that are no longer live, and repository
+mirrors (NERVE_HOME/repos/) that nothing uses. A scratch directory is where
+a turn with neither a workspace nor a workdir works: outside NERVE_HOME, in
+the user cache directory (~/.cache/nerve/scratch/ on Linux). Branches and
+commits are never touched.
 
 Live, and so kept, is conservatively:
   - a local thread the daemon says is running, and any thread the daemon
@@ -50,7 +53,7 @@ Live, and so kept, is conservatively:
 			return workspacePruneRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print {\"worktrees\": [...], \"mirrors\": [...]}: what was removed")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print {\"worktrees\": [...], \"mirrors\": [...], \"scratch\": [...]}: what was removed")
 	return cmd
 }
 
@@ -58,6 +61,7 @@ Live, and so kept, is conservatively:
 type pruneResult struct {
 	Worktrees []string `json:"worktrees"`
 	Mirrors   []string `json:"mirrors"`
+	Scratch   []string `json:"scratch"`
 }
 
 func workspacePruneRun(ctx context.Context, f *Factory, opts *workspacePruneOptions) error {
@@ -72,12 +76,11 @@ func workspacePruneRun(ctx context.Context, f *Factory, opts *workspacePruneOpti
 	if err != nil {
 		return workspaceUsage(err)
 	}
-	res := pruneResult{Worktrees: p.Worktrees, Mirrors: p.Mirrors}
-	if res.Worktrees == nil {
-		res.Worktrees = []string{}
-	}
-	if res.Mirrors == nil {
-		res.Mirrors = []string{}
+	res := pruneResult{Worktrees: p.Worktrees, Mirrors: p.Mirrors, Scratch: p.Scratch}
+	for _, l := range []*[]string{&res.Worktrees, &res.Mirrors, &res.Scratch} {
+		if *l == nil {
+			*l = []string{}
+		}
 	}
 	if opts.JSON {
 		return json.NewEncoder(f.IO.Out).Encode(res)
@@ -88,7 +91,10 @@ func workspacePruneRun(ctx context.Context, f *Factory, opts *workspacePruneOpti
 	for _, d := range res.Mirrors {
 		fmt.Fprintf(f.IO.Out, "removed mirror %s\n", d)
 	}
-	if len(res.Worktrees)+len(res.Mirrors) == 0 {
+	for _, d := range res.Scratch {
+		fmt.Fprintf(f.IO.Out, "removed scratch directory %s\n", d)
+	}
+	if len(res.Worktrees)+len(res.Mirrors)+len(res.Scratch) == 0 {
 		fmt.Fprintln(f.IO.ErrOut, "nothing to prune")
 	}
 	return nil
