@@ -133,6 +133,11 @@
 // open turns are cancelled but keep their claims: a heartbeat answers
 // cancel: true and a response is 409.
 //
+// A claim id is no secret (every trace shows it), so a lease is held by
+// the claim and the agent it was leased to together: another agent's
+// response, heartbeat, release or events with it are 403 forbidden and
+// change nothing; the holder's lease and answer are untouched.
+//
 // # Durability and speed
 //
 // Every write is one bbolt transaction, fsynced (twice: pages, then meta)

@@ -54,17 +54,39 @@ func startThread(ctx context.Context, def *workflow.Definition, hash, id string,
 // closed is final, so that read needs no serialising.
 var errTurnClosed = errors.New("turn not open")
 
+// heldTurn returns open turn id of v when agent holds it under claim at
+// now. Errors: errTurnClosed (the turn is not open), ErrClaimLost (the
+// claim no longer holds it), ErrNotHolder (the claim is another agent's).
+func heldTurn(v *khaladb.ThreadView, id, claim, agent string, now time.Time) (*khaladb.Turn, error) {
+	t := v.Turn(id)
+	switch {
+	case t == nil:
+		return nil, errTurnClosed
+	case t.Claim != claim:
+		return nil, khaladb.ErrClaimLost
+	case t.Agent != agent:
+		return nil, notHolder(id)
+	case t.State != khaladb.TurnClaimed || now.After(t.LeaseExpires):
+		return nil, khaladb.ErrClaimLost
+	}
+	return t, nil
+}
+
+// notHolder refuses another agent's claim on turn id: it is not a lost
+// lease, so the holder keeps it (403, not 409).
+func notHolder(id string) error {
+	return fmt.Errorf("%w: turn %s is held by another agent; only the agent it was leased to may answer, heartbeat or release it",
+		khaladb.ErrNotHolder, id)
+}
+
 // answer records an agent's answer and, when it was the last pending
 // turn, asks the moderator what follows.
 // docs, when not nil, is the thread's document cache (threadDocs).
 func answer(ctx context.Context, defs *defCache, docs *workflow.DocCache, v *khaladb.ThreadView, turnID string, req answerRequest,
 	rt routing, now time.Time) (*khaladb.ThreadChange, error) {
-	t := v.Turn(turnID)
-	switch {
-	case t == nil:
-		return nil, errTurnClosed
-	case t.State != khaladb.TurnClaimed || t.Claim != req.Claim || now.After(t.LeaseExpires):
-		return nil, khaladb.ErrClaimLost
+	t, err := heldTurn(v, turnID, req.Claim, req.Agent, now)
+	if err != nil {
+		return nil, err
 	}
 	def, err := defs.get(ctx, v.Thread.SourceHash)
 	if err != nil {
@@ -301,15 +323,12 @@ func idle(v *khaladb.ThreadView, d khaladb.DueTurn, now time.Time) *khaladb.Thre
 	return c
 }
 
-// release gives a claimed turn back to the queue at once; it keeps its
-// attempt, since giving work back is not failing it.
-func release(v *khaladb.ThreadView, turnID, claim string, now time.Time) (*khaladb.ThreadChange, error) {
-	t := v.Turn(turnID)
-	switch {
-	case t == nil:
-		return nil, errTurnClosed
-	case t.State != khaladb.TurnClaimed || t.Claim != claim || now.After(t.LeaseExpires):
-		return nil, khaladb.ErrClaimLost
+// release gives a turn agent holds under claim back to the queue at
+// once; it keeps its attempt, since giving work back is not failing it.
+func release(v *khaladb.ThreadView, turnID, claim, agent string, now time.Time) (*khaladb.ThreadChange, error) {
+	t, err := heldTurn(v, turnID, claim, agent, now)
+	if err != nil {
+		return nil, err
 	}
 	c := &khaladb.ThreadChange{Thread: v.Thread}
 	c.Thread.UpdatedAt = now

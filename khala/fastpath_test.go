@@ -93,11 +93,16 @@ func TestPostgresFastPathParallel(t *testing.T) {
 	pg := ts.store.(*khalapg.Store)
 	a, b := ts.agent("a"), ts.agent("b")
 	a.putWorkflow(panelWF)
-	answerAll := func(what, id string, tks []api.Turn, fast int64) {
+	// Each turn is answered by the agent that claimed it.
+	type held struct {
+		by *client
+		tk api.Turn
+	}
+	answerAll := func(what, id string, tks []held, fast int64) {
 		t.Helper()
-		for _, tk := range tks {
-			if s, d := a.respond(tk, "seen", nil); s != 200 {
-				t.Fatalf("%s: answer %s: %d %s", what, tk.Turn, s, d)
+		for _, h := range tks {
+			if s, d := h.by.respond(h.tk, "seen", nil); s != 200 {
+				t.Fatalf("%s: answer %s: %d %s", what, h.tk.Turn, s, d)
 			}
 		}
 		if f, s := pg.FastPathStats().Fast, pg.FastPathStats().Stale; f != fast || s != 0 {
@@ -108,7 +113,7 @@ func TestPostgresFastPathParallel(t *testing.T) {
 		}
 	}
 	id := a.start("panel", nil, "")
-	answerAll("parallel turns claimed apart", id, []api.Turn{a.claimOne(), b.claimOne()}, 0)
+	answerAll("parallel turns claimed apart", id, []held{{a, a.claimOne()}, {b, b.claimOne()}}, 0)
 	// Both turns claimed at once by one agent: the claim holds every open
 	// turn, so the view is kept; the first answer uses it up, the second
 	// is made from a locked read.
@@ -117,7 +122,7 @@ func TestPostgresFastPathParallel(t *testing.T) {
 	if len(both) != 2 {
 		t.Fatalf("claimed %d turns, want 2", len(both))
 	}
-	answerAll("two turns in one claim", id, both, 1)
+	answerAll("two turns in one claim", id, []held{{a, both[0]}, {a, both[1]}}, 1)
 }
 
 // A view does not keep a long last message; the answer made from it reads

@@ -38,13 +38,10 @@ func (s *Server) handleTurnEvents(w http.ResponseWriter, r *http.Request, a khal
 		return
 	}
 	err = s.store.UpdateThread(r.Context(), thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
-		t := v.Turn(turn)
 		now := s.now()
-		switch {
-		case t == nil:
-			return nil, errTurnClosed
-		case t.State != khaladb.TurnClaimed || t.Claim != req.Claim || now.After(t.LeaseExpires):
-			return nil, khaladb.ErrClaimLost
+		t, err := heldTurn(v, turn, req.Claim, a.Name, now)
+		if err != nil {
+			return nil, err
 		}
 		c := &khaladb.ThreadChange{Thread: v.Thread}
 		th := v.Thread
@@ -61,7 +58,7 @@ func (s *Server) handleTurnEvents(w http.ResponseWriter, r *http.Request, a khal
 		return c, nil
 	})
 	if errors.Is(err, errTurnClosed) {
-		_, err = s.closedTurn(r, turn, req.Claim, false)
+		_, err = s.closedTurn(r, turn, req.Claim, a.Name, false)
 	}
 	if errors.Is(err, khaladb.ErrNotFound) {
 		err = notFound("unknown turn %q", turn)

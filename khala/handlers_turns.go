@@ -188,15 +188,18 @@ func turnClaim(r *http.Request) (turn, thread, claim string, err error) {
 	return turn, thread, claim, err
 }
 
-func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
+func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
 	turn, _, claim, err := turnClaim(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	t, err := s.store.Heartbeat(r.Context(), turn, claim, s.now())
-	if errors.Is(err, khaladb.ErrNotFound) {
+	t, err := s.store.Heartbeat(r.Context(), turn, claim, a.Name, s.now())
+	switch {
+	case errors.Is(err, khaladb.ErrNotFound):
 		err = notFound("unknown turn %q", turn)
+	case errors.Is(err, khaladb.ErrNotHolder):
+		err = notHolder(turn)
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -297,7 +300,7 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request, a khalad
 	if errors.Is(err, errTurnClosed) {
 		// A resent answer (the agent's outbox after a lost 200) is
 		// acknowledged again; any other claim on a closed turn is stale.
-		status, err = s.closedTurn(r, turn, req.Claim, true)
+		status, err = s.closedTurn(r, turn, req.Claim, a.Name, true)
 	} else if err == nil {
 		s.metrics.turnsAnswered.Add(1)
 		s.metrics.turnDuration.observe(now.Sub(claimed))
@@ -330,13 +333,17 @@ type responseJSON struct {
 	At     time.Time `json:"at,omitzero"`
 }
 
-// closedTurn resolves a request for a turn that is not open: unknown
-// (ErrNotFound), answered under this claim (the thread's status, when
-// answerOK), or stale (ErrClaimLost).
-func (s *Server) closedTurn(r *http.Request, turn, claim string, answerOK bool) (string, error) {
+// closedTurn resolves agent's request for a turn that is not open:
+// unknown (ErrNotFound), another agent's claim (ErrNotHolder), answered
+// under this claim (the thread's status, when answerOK), or stale
+// (ErrClaimLost).
+func (s *Server) closedTurn(r *http.Request, turn, claim, agent string, answerOK bool) (string, error) {
 	t, err := s.store.Turn(r.Context(), turn)
 	if err != nil {
 		return "", err
+	}
+	if t.Claim == claim && t.Agent != agent {
+		return "", notHolder(turn)
 	}
 	if !answerOK || t.State != khaladb.TurnAnswered || t.Claim != claim {
 		return "", khaladb.ErrClaimLost
@@ -352,16 +359,16 @@ func (s *Server) closedTurn(r *http.Request, turn, claim string, answerOK bool) 
 // before it could be told: another agent need not wait for their lease.
 func (s *Server) giveBack(turns []khaladb.Turn) {
 	for _, t := range turns {
-		_ = s.releaseTurn(context.Background(), t.Thread, t.ID, t.Claim)
+		_ = s.releaseTurn(context.Background(), t.Thread, t.ID, t.Claim, t.Agent)
 	}
 }
 
 // releaseTurn puts a claimed turn back in the queue, for its holder.
-func (s *Server) releaseTurn(ctx context.Context, thread, turn, claim string) error {
+func (s *Server) releaseTurn(ctx context.Context, thread, turn, claim, agent string) error {
 	var c *khaladb.ThreadChange
 	err := s.store.UpdateThread(ctx, thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
 		var err error
-		c, err = release(v, turn, claim, s.now())
+		c, err = release(v, turn, claim, agent, s.now())
 		return c, err
 	})
 	if err == nil && c != nil {
@@ -371,15 +378,15 @@ func (s *Server) releaseTurn(ctx context.Context, thread, turn, claim string) er
 	return err
 }
 
-func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
+func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
 	turn, thread, claim, err := turnClaim(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	err = s.releaseTurn(r.Context(), thread, turn, claim)
+	err = s.releaseTurn(r.Context(), thread, turn, claim, a.Name)
 	if errors.Is(err, errTurnClosed) {
-		_, err = s.closedTurn(r, turn, claim, false)
+		_, err = s.closedTurn(r, turn, claim, a.Name, false)
 	}
 	if errors.Is(err, khaladb.ErrNotFound) {
 		err = notFound("unknown turn %q", turn)

@@ -88,6 +88,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusConflict, codeNameTaken, err.Error())
 	case errors.Is(err, khaladb.ErrClaimLost):
 		writeError(w, http.StatusConflict, codeClaimLost, "the claim is no longer the holder of this turn: drop the result")
+	case errors.Is(err, khaladb.ErrNotHolder):
+		writeError(w, http.StatusForbidden, codeForbidden, err.Error())
 	case errors.Is(err, khaladb.ErrThreadEnded):
 		writeError(w, http.StatusConflict, codeThreadEnded, err.Error())
 	case errors.Is(err, khaladb.ErrConflict), errors.Is(err, khaladb.ErrClosed):

@@ -211,6 +211,7 @@ func TestKhalaKill9KeepsAcknowledgedResponses(t *testing.T) {
 		mu       sync.Mutex
 		acked    = map[string]string{} // turn -> content the server acknowledged
 		inFlight = map[string]khTurn{}
+		holder   = map[string]string{} // in-flight turn -> its agent's token
 		killOnce sync.Once
 		wg       sync.WaitGroup
 	)
@@ -228,7 +229,7 @@ func TestKhalaKill9KeepsAcknowledgedResponses(t *testing.T) {
 				for _, tk := range ts {
 					content := fmt.Sprintf("agent %d answers %s", i, tk.Turn)
 					mu.Lock()
-					inFlight[tk.Turn] = tk
+					inFlight[tk.Turn], holder[tk.Turn] = tk, a.token
 					mu.Unlock()
 					status, _, err := a.do("POST", "/v1/turns/"+tk.Turn+"/response", map[string]any{"claim": tk.Claim, "content": content})
 					if err != nil || status != 200 {
@@ -263,7 +264,7 @@ func TestKhalaKill9KeepsAcknowledgedResponses(t *testing.T) {
 	}
 	// A lease granted before the crash is still its holder's.
 	for _, tk := range inFlight {
-		c.must(t, "POST", "/v1/turns/"+tk.Turn+"/response", map[string]any{"claim": tk.Claim, "content": "after restart"}, 200, nil)
+		khNewClient(p2.url, holder[tk.Turn]).must(t, "POST", "/v1/turns/"+tk.Turn+"/response", map[string]any{"claim": tk.Claim, "content": "after restart"}, 200, nil)
 	}
 	t.Logf("%d acknowledged responses survived kill -9; %d in-flight leases answered after restart", len(acked), len(inFlight))
 }

@@ -84,13 +84,14 @@ type Storage interface {
 	// event for each. Both orders are an index's: a claim never sorts the
 	// queue.
 	Claim(ctx context.Context, q ClaimQuery) ([]Turn, error)
-	// Heartbeat makes the lease of turn held under claim run at least a
-	// lease past now, writing the expiry only when it would end sooner
-	// (HeartbeatExpiry, lease.go): at most one durable write per turn per
-	// lease period. It returns the turn with the stored expiry. A turn
-	// whose thread ended returns it with State cancelled and the lease
-	// unchanged. Errors: ErrNotFound, ErrClaimLost.
-	Heartbeat(ctx context.Context, turn, claim string, now time.Time) (Turn, error)
+	// Heartbeat makes the lease of turn held under claim by agent run at
+	// least a lease past now, writing the expiry only when it would end
+	// sooner (HeartbeatExpiry, lease.go): at most one durable write per
+	// turn per lease period. It returns the turn with the stored expiry.
+	// A turn whose thread ended returns it with State cancelled and the
+	// lease unchanged. Errors: ErrNotFound, ErrClaimLost, ErrNotHolder
+	// (the claim is another agent's: nothing is written).
+	Heartbeat(ctx context.Context, turn, claim, agent string, now time.Time) (Turn, error)
 	// Due returns turns whose lease expired or whose idle time passed by
 	// now (at most limit), and the earliest future deadline (zero: none).
 	Due(ctx context.Context, now time.Time, limit int) ([]DueTurn, time.Time, error)
@@ -145,6 +146,10 @@ var (
 	// ErrUnavailable says the database cannot be reached right now: the
 	// request may be retried (503).
 	ErrUnavailable = errors.New("database unavailable")
+	// ErrNotHolder refuses a claim presented by an agent other than the
+	// one it was leased to: claim ids are in every thread's trace, so a
+	// claim alone proves nothing. The holder's lease is untouched.
+	ErrNotHolder = errors.New("not the holder")
 )
 
 // ThreadQuery selects threads; zero fields select all.

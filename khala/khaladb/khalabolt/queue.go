@@ -107,7 +107,7 @@ func matchQueue(tx *bolt.Tx, q khaladb.ClaimQuery, max int) [][]byte {
 // Heartbeat implements Storage. Most heartbeats only read (see
 // khaladb.HeartbeatExpiry); one that must move the stored expiry writes
 // it, checking again in the write transaction.
-func (b *Store) Heartbeat(ctx context.Context, turn, claim string, now time.Time) (khaladb.Turn, error) {
+func (b *Store) Heartbeat(ctx context.Context, turn, claim, agent string, now time.Time) (khaladb.Turn, error) {
 	_, n, step, ok := khaladb.ParseTurnID(turn)
 	if !ok {
 		return khaladb.Turn{}, khaladb.ErrNotFound
@@ -118,14 +118,14 @@ func (b *Store) Heartbeat(ctx context.Context, turn, claim string, now time.Time
 		write  bool
 	)
 	if err := b.view(ctx, func(tx *bolt.Tx) error {
-		raw, write, result = heartbeat(tx, n, step, claim, now, false)
+		raw, write, result = heartbeat(tx, n, step, claim, agent, now, false)
 		return nil
 	}); err != nil {
 		return khaladb.Turn{}, err
 	}
 	if write {
 		err := b.update(func(tx *bolt.Tx) error {
-			raw, _, result = heartbeat(tx, n, step, claim, now, true)
+			raw, _, result = heartbeat(tx, n, step, claim, agent, now, true)
 			return nil
 		})
 		if err != nil {
@@ -138,10 +138,10 @@ func (b *Store) Heartbeat(ctx context.Context, turn, claim string, now time.Time
 	return decodeTurn(raw)
 }
 
-// heartbeat checks claim's hold on turn step of thread n at now, and
-// returns the turn and whether its expiry must be written; with write
-// (in a write transaction) it writes it.
-func heartbeat(tx *bolt.Tx, n uint64, step int, claim string, now time.Time, write bool) ([]byte, bool, error) {
+// heartbeat checks agent's hold under claim on turn step of thread n at
+// now, and returns the turn and whether its expiry must be written; with
+// write (in a write transaction) it writes it.
+func heartbeat(tx *bolt.Tx, n uint64, step int, claim, agent string, now time.Time, write bool) ([]byte, bool, error) {
 	v := tx.Bucket(bThreads).Get(turnKey(n, step))
 	if v == nil {
 		return nil, false, khaladb.ErrNotFound
@@ -152,6 +152,8 @@ func heartbeat(tx *bolt.Tx, n uint64, step int, claim string, now time.Time, wri
 		return nil, false, err
 	case h.Claim != claim:
 		return nil, false, khaladb.ErrClaimLost
+	case h.Agent != agent:
+		return nil, false, khaladb.ErrNotHolder
 	case h.State == khaladb.TurnCancelled:
 		return bytes.Clone(v), false, nil // the caller says cancel: true
 	case h.State != khaladb.TurnClaimed || now.After(h.LeaseExpires):

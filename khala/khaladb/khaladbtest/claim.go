@@ -155,8 +155,9 @@ func ClaimOrderAndFilters(t *testing.T, open Opener) {
 	}
 }
 
-// Heartbeat extends a lease only for its holder and only while it holds
-// it; a turn whose thread ended comes back cancelled, its lease as it was.
+// Heartbeat extends a lease only for its holder (the claim and the agent
+// it was leased to) and only while it holds it; a turn whose thread ended
+// comes back cancelled, its lease as it was.
 func Heartbeat(t *testing.T, open Opener) {
 	s := open(t)
 	ctx := t.Context()
@@ -169,22 +170,31 @@ func Heartbeat(t *testing.T, open Opener) {
 	later := Epoch.Add(30 * time.Second)
 	// The stored expiry (a minute after the claim) would end within a
 	// lease of the heartbeat: it is written, two leases ahead.
-	hb, err := s.Heartbeat(ctx, tk.ID, tk.Claim, later)
+	hb, err := s.Heartbeat(ctx, tk.ID, tk.Claim, tk.Agent, later)
 	if err != nil || !hb.LeaseExpires.Equal(later.Add(2*time.Minute)) || hb.Rev <= tk.Rev || hb.State != khaladb.TurnClaimed {
 		t.Fatalf("heartbeat: %+v, %v", hb, err)
 	}
 	// The next one finds it far enough ahead and writes nothing.
-	again, err := s.Heartbeat(ctx, tk.ID, tk.Claim, later.Add(20*time.Second))
+	again, err := s.Heartbeat(ctx, tk.ID, tk.Claim, tk.Agent, later.Add(20*time.Second))
 	if err != nil || !again.LeaseExpires.Equal(hb.LeaseExpires) || again.Rev != hb.Rev || again.State != khaladb.TurnClaimed {
 		t.Fatalf("heartbeat covered by the stored expiry: %+v, %v; want it unchanged at %s rev %d", again, err, hb.LeaseExpires, hb.Rev)
 	}
-	if _, err := s.Heartbeat(ctx, tk.ID, "not-the-claim", later); !errorsIs(err, khaladb.ErrClaimLost) {
+	if _, err := s.Heartbeat(ctx, tk.ID, "not-the-claim", tk.Agent, later); !errorsIs(err, khaladb.ErrClaimLost) {
 		t.Errorf("heartbeat with another claim: %v, want ErrClaimLost", err)
 	}
-	if _, err := s.Heartbeat(ctx, tk.ID, tk.Claim, later.Add(3*time.Minute)); !errorsIs(err, khaladb.ErrClaimLost) {
+	// The claim is in the trace for all to read: another agent's
+	// heartbeat with it is refused, and moves nothing, even when the
+	// lease would be written.
+	if _, err := s.Heartbeat(ctx, tk.ID, tk.Claim, "not-"+tk.Agent, later.Add(100*time.Second)); !errorsIs(err, khaladb.ErrNotHolder) {
+		t.Errorf("heartbeat by another agent: %v, want ErrNotHolder", err)
+	}
+	if st, err := s.Turn(ctx, tk.ID); err != nil || st.Rev != hb.Rev || !st.LeaseExpires.Equal(hb.LeaseExpires) {
+		t.Errorf("after another agent's heartbeat: %+v, %v; want rev %d, expiry %s", st, err, hb.Rev, hb.LeaseExpires)
+	}
+	if _, err := s.Heartbeat(ctx, tk.ID, tk.Claim, tk.Agent, later.Add(3*time.Minute)); !errorsIs(err, khaladb.ErrClaimLost) {
 		t.Errorf("heartbeat after the lease ran out: %v, want ErrClaimLost", err)
 	}
-	if _, err := s.Heartbeat(ctx, khaladb.TurnID(v.Thread.ID, 9), tk.Claim, later); !errorsIs(err, khaladb.ErrNotFound) {
+	if _, err := s.Heartbeat(ctx, khaladb.TurnID(v.Thread.ID, 9), tk.Claim, tk.Agent, later); !errorsIs(err, khaladb.ErrNotFound) {
 		t.Errorf("heartbeat of no turn: %v, want ErrNotFound", err)
 	}
 	// The thread ends: its open turns are cancelled, keeping their claims.
@@ -201,8 +211,11 @@ func Heartbeat(t *testing.T, open Opener) {
 		t.Fatal(err)
 	}
 	other := turns[1]
-	hb, err = s.Heartbeat(ctx, other.ID, other.Claim, later)
+	hb, err = s.Heartbeat(ctx, other.ID, other.Claim, other.Agent, later)
 	if err != nil || hb.State != khaladb.TurnCancelled || !hb.LeaseExpires.Equal(other.LeaseExpires) {
 		t.Errorf("heartbeat of a cancelled turn: %+v, %v; want it cancelled, lease %s", hb, err, other.LeaseExpires)
+	}
+	if _, err := s.Heartbeat(ctx, other.ID, other.Claim, "not-"+other.Agent, later); !errorsIs(err, khaladb.ErrNotHolder) {
+		t.Errorf("heartbeat of a cancelled turn by another agent: %v, want ErrNotHolder", err)
 	}
 }

@@ -27,7 +27,7 @@ func HeartbeatWrites(t *testing.T, open Opener) {
 	var last time.Time
 	for i := 1; i <= beats; i++ {
 		last = Epoch.Add(time.Duration(i) * lease / 3)
-		hb, err := s.Heartbeat(ctx, tk.ID, tk.Claim, last)
+		hb, err := s.Heartbeat(ctx, tk.ID, tk.Claim, tk.Agent, last)
 		if err != nil {
 			t.Fatalf("heartbeat %d: %v", i, err)
 		}

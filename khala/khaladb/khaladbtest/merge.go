@@ -62,7 +62,7 @@ func MergeTurn(t *testing.T, open Opener) {
 	if err != nil || len(got) != 1 || got[0].ID != mergeID || got[0].Role != khaladb.MergeRole || !strings.Contains(got[0].Prompt, base) {
 		t.Fatalf("a filtered claim: %v %+v; want the merge turn %s", err, got, mergeID)
 	}
-	if _, err := s.Heartbeat(ctx, mergeID, got[0].Claim, Epoch); err != nil {
+	if _, err := s.Heartbeat(ctx, mergeID, got[0].Claim, got[0].Agent, Epoch); err != nil {
 		t.Fatalf("heartbeat of the merge turn: %v", err)
 	}
 	due, _, err := s.Due(ctx, Epoch.Add(time.Minute), 10)

@@ -52,7 +52,7 @@ func UpdateThreadReruns(t *testing.T, open Opener) {
 		defer close(hbDone)
 		for i := 1; writing.Load() > 0 || i < 20; i++ {
 			// Every third of the lease: every fourth or so writes.
-			hb, err := s.Heartbeat(ctx, tk.ID, tk.Claim, Epoch.Add(time.Duration(i)*20*time.Minute))
+			hb, err := s.Heartbeat(ctx, tk.ID, tk.Claim, tk.Agent, Epoch.Add(time.Duration(i)*20*time.Minute))
 			if err != nil {
 				t.Errorf("heartbeat %d: %v", i, err)
 				return

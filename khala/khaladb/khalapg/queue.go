@@ -202,15 +202,16 @@ type rowWithExtra struct {
 
 func (r rowWithExtra) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra...)...) }
 
-// heartbeatSQL moves a held lease's stored expiry only when it would end
-// within a lease ($5 = now + lease is computed per row: lease_expires <
-// $4 + lease), to two leases ahead (khaladb.HeartbeatExpiry); either way
-// it returns the turn, as written or as it was. A heartbeat that writes
-// nothing updates no row: its transaction takes no id, and its commit
-// writes and flushes no WAL.
+// heartbeatSQL moves a lease's stored expiry, when $5 holds it under
+// claim $3, only when it would end within a lease (now + lease is
+// computed per row: lease_expires < $4 + lease), to two leases ahead
+// (khaladb.HeartbeatExpiry); either way it returns the turn, as written
+// or as it was. A heartbeat that writes nothing updates no row: its
+// transaction takes no id, and its commit writes and flushes no WAL.
 var heartbeatSQL = `WITH up AS (
 	UPDATE khala_turns SET lease_expires = $4 + ` + strconv.Itoa(khaladb.LeaseAhead) + ` * lease, rev = rev + 1
-	WHERE thread = $1 AND step = $2 AND claim = $3 AND state = 'claimed' AND lease_expires >= $4 AND lease_expires < $4 + lease
+	WHERE thread = $1 AND step = $2 AND claim = $3 AND agent = $5 AND state = 'claimed'
+		AND lease_expires >= $4 AND lease_expires < $4 + lease
 	RETURNING ` + turnCols + `
 )
 SELECT true, * FROM up
@@ -218,13 +219,13 @@ UNION ALL
 SELECT false, ` + turnCols + ` FROM khala_turns WHERE thread = $1 AND step = $2 AND NOT EXISTS (SELECT 1 FROM up)`
 
 // Heartbeat implements Storage.
-func (p *Store) Heartbeat(ctx context.Context, turn, claim string, now time.Time) (khaladb.Turn, error) {
+func (p *Store) Heartbeat(ctx context.Context, turn, claim, agent string, now time.Time) (khaladb.Turn, error) {
 	n, step, ok := pgTurnID(turn)
 	if !ok {
 		return khaladb.Turn{}, khaladb.ErrNotFound
 	}
 	var wrote bool
-	t, err := scanTurn(rowFirst{p.pool.QueryRow(ctx, heartbeatSQL, int64(n), step, claim, shared.Nanos(now)), &wrote})
+	t, err := scanTurn(rowFirst{p.pool.QueryRow(ctx, heartbeatSQL, int64(n), step, claim, shared.Nanos(now), agent), &wrote})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return khaladb.Turn{}, khaladb.ErrNotFound
@@ -235,6 +236,8 @@ func (p *Store) Heartbeat(ctx context.Context, turn, claim string, now time.Time
 		return t, p.fail("", nil)
 	case t.Claim != claim:
 		return khaladb.Turn{}, khaladb.ErrClaimLost
+	case t.Agent != agent:
+		return khaladb.Turn{}, khaladb.ErrNotHolder
 	case t.State == khaladb.TurnCancelled:
 		return t, p.fail("", nil) // the holder hears cancel: true
 	case t.State != khaladb.TurnClaimed || now.After(t.LeaseExpires):
