@@ -17,6 +17,7 @@ func endpoints(thread, turn string) []endpoint {
 	claim := map[string]string{"claim": "c"}
 	return []endpoint{
 		{"POST", "/v1/agents", map[string]string{"name": "newcomer"}, authEnroll},
+		{"GET", "/v1/agents", nil, authFleet},
 		{"GET", "/v1/agents/me", nil, authAgent},
 		{"POST", "/v1/admin/enroll-tokens", map[string]int{"uses": 1}, authAdmin},
 		{"GET", "/v1/workflows", nil, authAgent},
@@ -62,6 +63,7 @@ func testAuthMatrix(t *testing.T, bk backend) {
 		authAgent:  {"agent token": true},
 		authEnroll: {"enrollment token": true},
 		authAdmin:  {"admin token": true},
+		authFleet:  {"agent token": true, "admin token": true},
 	}
 	for _, ep := range endpoints(id, tk.Turn) {
 		for name, tok := range creds {

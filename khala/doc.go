@@ -27,7 +27,11 @@
 // "wait" is "30s" or a number of seconds, capped at 60s by default; each
 // leased turn also says its "attempt"; GET /metrics (agent token) is the
 // Prometheus text format; /v1/threads/{id}/events resumes after
-// Last-Event-ID or ?after=SEQ.
+// Last-Event-ID or ?after=SEQ. GET /v1/agents (an agent's token, or the
+// local admin token) lists [{"name", "enrolled_at", "last_seen",
+// "turns_held"}] by name: last_seen is the agent's last request (null:
+// none recorded), kept in memory per replica and stored about once a
+// minute (seen.go); turns_held are the turns leased to it (null: none).
 //
 // # Workspaces
 //

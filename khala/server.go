@@ -71,6 +71,7 @@ type Server struct {
 	sweep     *sweeper
 	handoffs  handoffs   // long polls a new turn may be handed to
 	docs      threadDocs // moderator documents between a thread's turns
+	seen      lastSeen   // when agents last made requests here (seen.go)
 }
 
 // New returns a Server; call Run for its background work.
@@ -112,12 +113,13 @@ func New(o Options) *Server {
 }
 
 // Run does the background work (lease expiry, idle detection, webhook
-// delivery) until ctx ends.
+// delivery, recording when agents were last seen) until ctx ends.
 func (s *Server) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); s.sweep.run(ctx) }()
 	go func() { defer wg.Done(); s.runWebhooks(ctx) }()
+	go func() { defer wg.Done(); s.runSeen(ctx) }()
 	wg.Wait()
 }
 
@@ -133,6 +135,7 @@ const (
 	authAdmin  // the local admin token, from loopback only
 	authPerson // a person's token (answering human turns)
 	authRead   // an agent's token or a person's (reading threads)
+	authFleet  // an agent's token, or the local admin token (the fleet's state)
 )
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, a khaladb.Agent)
@@ -152,7 +155,9 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle(pattern, s.dispatch(routes))
 	}
 	add("/v1/health", route{method: "GET", h: s.handleHealth})
-	add("/v1/agents", route{method: "POST", auth: authEnroll, h: s.handleEnroll})
+	add("/v1/agents",
+		route{method: "GET", auth: authFleet, h: s.handleAgents},
+		route{method: "POST", auth: authEnroll, h: s.handleEnroll})
 	add("/v1/agents/me", route{method: "GET", auth: authAgent, h: s.handleMe})
 	add("/v1/admin/enroll-tokens", route{method: "POST", auth: authAdmin, h: s.handleAdminEnrollToken})
 	add("/v1/workflows", route{method: "GET", auth: authRead, h: s.handleWorkflows})
@@ -252,6 +257,12 @@ func (s *Server) authenticate(r *http.Request, kind int) (khaladb.Agent, error) 
 		return khaladb.Agent{}, fmt.Errorf("%w: missing Authorization: Bearer token", khaladb.ErrUnauthorized)
 	}
 	h := hashToken(tok)
+	if kind == authFleet {
+		kind = authAgent
+		if strings.HasPrefix(tok, prefixAdmin) {
+			kind = authAdmin
+		}
+	}
 	switch kind {
 	case authAdmin:
 		if s.opts.AdminToken == (khaladb.Hash{}) || !khaladb.SameHash(h, s.opts.AdminToken) || !fromLoopback(r) {
@@ -275,6 +286,9 @@ func (s *Server) authenticate(r *http.Request, kind int) (khaladb.Agent, error) 
 			msg = "this is an enrollment token; enroll with it (POST /v1/agents) and use the agent token you get"
 		}
 		return khaladb.Agent{}, fmt.Errorf("%w: %s", khaladb.ErrUnauthorized, msg)
+	}
+	if err == nil {
+		s.seen.saw(a.Name, s.now())
 	}
 	return a, err
 }

@@ -38,6 +38,14 @@ type Storage interface {
 	// AgentByToken returns the agent whose token hashes to h, or
 	// ErrUnauthorized.
 	AgentByToken(ctx context.Context, h Hash) (Agent, error)
+	// Agents lists the enrolled agents by name, each with the turns
+	// leased to it and when it was last seen.
+	Agents(ctx context.Context) ([]AgentStatus, error)
+	// SawAgents records when agents (by name) were last seen, keeping a
+	// later time already stored; unknown names are skipped. A server
+	// calls it about once a minute for all the agents it saw, never per
+	// request.
+	SawAgents(ctx context.Context, seen map[string]time.Time) error
 
 	// AddPerson stores a person (token hash only). Errors: ErrNameTaken.
 	AddPerson(ctx context.Context, p Person) error

@@ -24,6 +24,17 @@ type Agent struct {
 	EnrolledAt time.Time `json:"enrolled_at"`
 }
 
+// AgentStatus is an enrolled agent as GET /v1/agents lists it.
+type AgentStatus struct {
+	Name       string
+	EnrolledAt time.Time
+	// LastSeen is the latest time SawAgents recorded (zero: none yet).
+	LastSeen time.Time
+	// Held are the turns leased to it (claimed), in thread and step
+	// order; nil: none.
+	Held []string
+}
+
 // EnrollToken lets its holder enroll up to Uses agents until ExpiresAt
 // (zero: never).
 type EnrollToken struct {

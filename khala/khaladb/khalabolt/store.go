@@ -36,7 +36,7 @@ var (
 	kNextHook   = []byte("next_hook")
 	kFormat     = []byte("format")
 
-	allBuckets = [][]byte{bMeta, bEnroll, bAgents, bTokens, bWorkflows, bSources, bThreads, bList, bIndex, bHooks, bHookDue, bPeople, bPersonTok, bUsage}
+	allBuckets = [][]byte{bMeta, bEnroll, bAgents, bTokens, bWorkflows, bSources, bThreads, bList, bIndex, bHooks, bHookDue, bPeople, bPersonTok, bUsage, bSeen}
 )
 
 // A thread's records share one key range (N first), and within it a

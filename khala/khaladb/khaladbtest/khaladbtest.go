@@ -33,6 +33,7 @@ func Exercise(t *testing.T, open Opener) {
 		{"Workspace", Workspace},
 		{"MergeTurn", MergeTurn},
 		{"People", People},
+		{"Agents", Agents},
 		{"PeopleAndChildTurns", PeopleAndChildTurns},
 		{"UsageRollup", UsageRollup},
 	} {
