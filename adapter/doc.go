@@ -10,9 +10,11 @@
 //
 // process.go is the one runner they share. A turn's CLI gets /dev/null on
 // stdin (the prompt, for exec or when it is too long for the command line)
-// so that an agent waiting for input fails instead of hanging, runs in its own process group in the request's
-// workdir, and is killed with its whole group (SIGTERM, then SIGKILL) on
-// timeout or cancel and after it exits, so no grandchild outlives the turn.
+// so that an agent waiting for input fails instead of hanging, runs in its
+// own session (so its own process group) in the request's workdir, and is
+// killed with its whole group (SIGTERM, then SIGKILL) on timeout or cancel
+// and after it exits, so no grandchild outlives the turn. One that left
+// the group the daemon ends: it is every turn's subreaper (Settled).
 // Output is read line by line with bounded memory: lines are cut at 8 MiB
 // and content at 1 MiB, so a CLI that floods stdout cannot exhaust the
 // daemon.

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nerve-agents/nerve/internal/procstat"
 )
 
@@ -42,6 +44,7 @@ type fakeDump struct {
 	Stdin      string            `json:"stdin"`
 	Env        map[string]string `json:"env"`
 	Pgid       int               `json:"pgid"`
+	Sid        int               `json:"sid"`
 	Pid        int               `json:"pid"`
 }
 
@@ -59,6 +62,7 @@ func fakeCLI(mode string) int {
 		wd, _ := os.Getwd()
 		d := fakeDump{Argv0: os.Args[0], Args: os.Args[1:], Dir: wd, StdinBytes: len(in), Stdin: string(in),
 			Env: map[string]string{}, Pid: os.Getpid(), Pgid: syscall.Getpgrp()}
+		d.Sid, _ = unix.Getsid(0)
 		for _, kv := range os.Environ() {
 			if k, v, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "FAKE_CLI_") {
 				d.Env[k] = v

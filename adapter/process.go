@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -125,15 +126,15 @@ func (a *cliAdapter) execute(ctx context.Context, req Request, inv *invocation, 
 		cmd.Stdin = p.child
 	}
 	pidfd := -1
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd}
-	if err := cmd.Start(); err != nil {
+	// Its own session, not only its own group: nothing it starts can join
+	// the daemon's group (setpgid stays within a session), so what it
+	// leaves behind is never taken for the daemon's own helpers.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd}
+	if err := startProcess(cmd, req.OnStart); err != nil {
 		return nil, a.fail("start "+a.info.Binary+": "+err.Error(), err)
 	}
 	if pidfd >= 0 {
 		defer syscall.Close(pidfd)
-	}
-	if req.OnStart != nil {
-		req.OnStart(cmd.Process.Pid) // the pid is also the group id
 	}
 	p.closeChildEnds()
 
@@ -198,6 +199,33 @@ func (a *cliAdapter) execute(ctx context.Context, req Request, inv *invocation, 
 		return nil, e
 	}
 	return &Result{Content: content, Usage: u, Truncated: truncated}, nil
+}
+
+// starting is held shared from an adapter's fork until its OnStart has
+// run, and exclusively by Settled.
+var starting sync.RWMutex
+
+// startProcess starts cmd and calls onStart (when set) with its pid,
+// which is also its group id.
+func startProcess(cmd *exec.Cmd, onStart func(pid int)) error {
+	starting.RLock()
+	defer starting.RUnlock()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if onStart != nil {
+		onStart(cmd.Process.Pid)
+	}
+	return nil
+}
+
+// Settled runs fn while no adapter is between its fork and the end of its
+// Request.OnStart: a process fn finds has been told of, if it is an
+// adapter's. The daemon looks for what escaped a turn this way.
+func Settled(fn func()) {
+	starting.Lock()
+	defer starting.Unlock()
+	fn()
 }
 
 // signalGroup signals the process group led by pid. ESRCH (the group is

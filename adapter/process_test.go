@@ -54,7 +54,8 @@ func TestWorkdirMissing(t *testing.T) {
 	}
 }
 
-// TestProcessSetup checks what the child gets: its own process group, the
+// TestProcessSetup checks what the child gets: its own session (so no
+// process it starts can join the daemon's group) and process group, the
 // workdir, /dev/null on stdin, and the environment layered as documented.
 func TestProcessSetup(t *testing.T) {
 	dump := filepath.Join(t.TempDir(), "dump.json")
@@ -72,8 +73,8 @@ func TestProcessSetup(t *testing.T) {
 	if d.Dir != work {
 		t.Errorf("dir %q, want %q", d.Dir, work)
 	}
-	if d.Pgid != d.Pid || d.Pgid == syscall.Getpgrp() {
-		t.Errorf("child pgid %d pid %d: not its own process group", d.Pgid, d.Pid)
+	if d.Pgid != d.Pid || d.Pgid == syscall.Getpgrp() || d.Sid != d.Pid {
+		t.Errorf("child pgid %d sid %d pid %d: not its own session and process group", d.Pgid, d.Sid, d.Pid)
 	}
 	if d.Args[len(d.Args)-2] != "--" || d.Args[len(d.Args)-1] != req.Prompt {
 		t.Errorf("prompt not last after --: %q", d.Args)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nerve-agents/nerve/internal/usage"
 )
@@ -206,5 +207,35 @@ func TestMalformedShowsLastOutput(t *testing.T) {
 	e := asError(t, err, "claude")
 	if !strings.HasSuffix(e.Reason, "Error: something broke in the middle") {
 		t.Errorf("reason %q does not end with the last output line", e.Reason)
+	}
+}
+
+// Settled never runs between an adapter's fork and the end of its
+// OnStart: the daemon's sweep for escaped processes would see the new
+// leader before it is recorded, and take it for one.
+func TestSettledWaitsForOnStart(t *testing.T) {
+	a, err := New("claude", fake(t, "claude", "replay", map[string]string{"FAKE_CLI_FILE": testdata("claude-success.jsonl")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Run(context.Background(), Request{Workdir: t.TempDir(), Prompt: "p",
+			OnStart: func(int) { close(started); <-release }})
+		done <- err
+	}()
+	<-started
+	settled := make(chan struct{})
+	go Settled(func() { close(settled) })
+	select {
+	case <-settled:
+		t.Fatal("Settled ran while an adapter's OnStart had not returned")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	<-settled
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

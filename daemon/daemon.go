@@ -132,6 +132,10 @@ func Run(ctx context.Context, opts Options) error {
 	go func() { serveErr <- srv.Serve(ln) }()
 	logger.Info("daemon started", "pid", os.Getpid(), "home", paths.Home, "version", opts.Version)
 
+	if err := becomeSubreaper(); err != nil {
+		logger.Warn("cannot become the subreaper of the turns' processes; one that leaves its turn's group may outlive it", "err", err)
+	}
+	stopSweeps := d.runner.startSweeps()
 	d.runner.killStaleProcs()
 	d.runner.reconcile()
 	outboxCtx, stopOutbox := context.WithCancel(context.Background())
@@ -153,6 +157,7 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 	err = d.shutdown(srv, killWork)
+	stopSweeps()
 	d.knowledge.Close()
 	d.runner.procs.close()
 	stopOutbox()

@@ -39,13 +39,8 @@ func (d *Daemon) handleInbox(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (d *Daemon) handleAnswer(w http.ResponseWriter, r *http.Request) {
-	if pid, err := peerPID(r); err == nil {
-		if turn := d.runner.turnOf(pid); turn != "" {
-			writeError(w, http.StatusForbidden, codeForbidden,
-				fmt.Sprintf("refused: this answer comes from inside a running turn (%s, pid %d); an agent never approves its own work", turn, pid),
-				"answer from your own terminal, outside any agent's turn")
-			return
-		}
+	if d.refuseFromTurn(w, r) {
+		return
 	}
 	var req AnswerRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {

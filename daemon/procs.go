@@ -32,10 +32,12 @@ func (r *runner) RecordProc(thread string, step, pid int) {
 	r.procs.record(r.procKey(thread, step), pid, strconv.FormatInt(start, 10))
 }
 
-// ForgetProc removes a record once its adapter has ended.
+// ForgetProc removes a record once its adapter has ended, and has what
+// left its group swept up.
 func (r *runner) ForgetProc(thread string, step int) {
 	r.forgetGroup(fmt.Sprintf("%s step %d", thread, step))
 	r.procs.forget(r.procKey(thread, step))
+	r.kickSweep()
 }
 
 // killStaleProcs kills every adapter group a previous daemon recorded and

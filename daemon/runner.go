@@ -35,6 +35,7 @@ type runner struct {
 	rtrees   remoteTrees        // remote threads' worktrees kept here
 	scratch  workspace.Scratch  // turns' directories when they have no workdir
 	procs    *procSlots         // running adapters, for the next daemon after a crash
+	sweeps   chan struct{}      // asks for a sweep of what outlived its turn (reaper.go)
 }
 
 func newRunner(d *Daemon, ctx context.Context) *runner {
@@ -43,7 +44,7 @@ func newRunner(d *Daemon, ctx context.Context) *runner {
 		idle:  make(chan struct{}),
 		snaps: newSnapshots(d.paths.Snapshots()), ws: &workspace.Manager{Home: d.paths.Home},
 		scratch: workspace.Scratch{Home: d.paths.Home},
-		procs:   newProcSlots(filepath.Join(d.paths.Home, "procs"))}
+		procs:   newProcSlots(filepath.Join(d.paths.Home, "procs")), sweeps: make(chan struct{}, 1)}
 	r.hist = newHistories(r.snaps.remove)
 	r.exec = newExecutor(d, r)
 	return r
