@@ -235,3 +235,9 @@ func (c *Client) Inbox(ctx context.Context) ([]workflow.Waiting, error) {
 	var out []workflow.Waiting
 	return out, c.do(ctx, http.MethodGet, "/v1/inbox", nil, &out)
 }
+
+// MayAnswer returns nil when the daemon sees the caller outside every
+// turn, and its refusal (403) when the caller is inside one.
+func (c *Client) MayAnswer(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/v1/may-answer", nil, nil)
+}

@@ -96,6 +96,15 @@ func (d *Daemon) refuseFromTurn(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
+// handleMayAnswer tells the CLI, before it answers a remote's human turn
+// with the person token stored here, whether it runs inside a turn: the
+// remote cannot tell the person from an agent holding their token.
+func (d *Daemon) handleMayAnswer(w http.ResponseWriter, r *http.Request) {
+	if !d.refuseFromTurn(w, r) {
+		writeJSON(w, http.StatusOK, struct{}{})
+	}
+}
+
 // refusal says why an answer from process pid is refused, "" when it is
 // not. The daemon's own process is no turn's (a test's client in it).
 func (r *runner) refusal(pid int) string {

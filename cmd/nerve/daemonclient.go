@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/daemon"
@@ -50,4 +51,25 @@ func (e *daemonNotRunning) Error() string {
 func (e *daemonNotRunning) ExitCode() int { return exitFailed }
 func (e *daemonNotRunning) Hint() string {
 	return "start one with 'nerve daemon start' or unset NERVE_NO_AUTOSTART"
+}
+
+// refuseInsideTurn refuses, as the daemon refuses a local answer, an
+// answer to a remote's human turn sent from inside a turn of this
+// NERVE_HOME's daemon: it goes with the person token stored here, and the
+// remote cannot tell the person from an agent holding it. The daemon
+// judges by the caller's process (SO_PEERCRED). With no daemon running no
+// turn runs, so there is nothing to refuse; none is started to ask.
+func (f *Factory) refuseInsideTurn(ctx context.Context) error {
+	c := daemon.NewClient(config.Paths{Home: config.Home(f.Getenv)}.Socket())
+	err := c.MayAnswer(ctx)
+	var nr *daemon.NotRunningError
+	var ae *daemon.APIError
+	switch {
+	case errors.As(err, &nr):
+		return nil
+	case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
+		return &failedError{msg: "the running daemon is older than this nerve and cannot tell whether this answer comes from inside a turn",
+			hint: "restart it ('nerve daemon stop'; the next command starts this version), then answer again"}
+	}
+	return err
 }

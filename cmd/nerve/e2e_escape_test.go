@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/nerve-agents/nerve/remote"
 )
 
 // approveWhileWorking waits for a person (step 1) while an agent works
@@ -77,4 +79,39 @@ echo "notes written"
 	}
 	e.must(0, "thread", "answer", "approve#thread-1", "yes", "--step", "1", "--meta", `{"approved": true}`)
 	e.must(0, "workflow", "logs", "approve#thread-1", "-f")
+}
+
+// The person token stored for a remote answers its human turns, but not
+// from inside a turn here: the local daemon, asked first, refuses as it
+// refuses a local answer, and the turn still waits for the person.
+func TestE2ERemoteAnswerFromInsideTurnRefused(t *testing.T) {
+	k := startKhala(t)
+	e := newEnv(t)
+	tok := strings.TrimSpace(e.must(0, "khala", "user", "add", "alice", "--db", k.db).stdout)
+	waitingTurn(t, k)
+	if err := remote.SavePersonToken(e.home, "live", tok); err != nil {
+		t.Fatal(err)
+	}
+	e.write("agent.sh", `#!/bin/sh
+cat >/dev/null
+nerve thread answer live/approval#thread-1 "approved by me" >"$NERVE_HOME/sneak.out" 2>&1
+echo "exit $?" >>"$NERVE_HOME/sneak.out"
+echo tried
+`)
+	e.write("nerve.yaml", "remotes:\n  live: {url: \""+k.url+"\"}\nadapters:\n  sneaky:\n    type: exec\n    command: ["+e.home+"/agent.sh]\n")
+	e.must(0, "workflow", "run", e.write("work.yaml", `workflow: work
+moderator: 'last = null ? {"role": "worker", "instruction": "work"} : {"done": true}'
+roles:
+  worker: {adapter: sneaky, prompt: Work.}
+`))
+	b, _ := os.ReadFile(filepath.Join(e.home, "sneak.out"))
+	if !strings.Contains(string(b), "refused: this answer comes from inside a running turn") || !strings.HasSuffix(string(b), "exit 1\n") {
+		t.Fatalf("a remote answer from inside a turn:\n%s", b)
+	}
+	if in := inboxOf(t, e); len(in.Waiting) != 1 || in.Waiting[0].Ref != "live/approval#thread-1" {
+		t.Fatalf("the remote's turn no longer waits: %+v", in)
+	}
+	if r := e.must(0, "thread", "answer", "live/approval#thread-1", "ok"); !strings.Contains(r.stdout, "as alice") {
+		t.Fatalf("the person's own answer: %s", r)
+	}
 }

@@ -75,7 +75,7 @@ something a workflow or reflex needs is missing; other problems are warnings.`,
 	cmd.Flags().StringVar(&opts.Name, "name", "", "this agent's name in nerve.yaml (default: the host name)")
 	cmd.Flags().StringVar(&opts.Remote, "remote", "", "add a remote as NAME=URL")
 	cmd.Flags().StringVar(&opts.EnrollToken, "enroll-token", "", "enroll with the remote using this token (from 'nerve khala enroll-token')")
-	cmd.Flags().StringVar(&opts.PersonToken, "person-token", "", "store a person's token for the remote (from 'nerve khala user add'), to answer human turns")
+	cmd.Flags().StringVar(&opts.PersonToken, "person-token", "", "store a person's token for the remote (from 'nerve khala user add'), to answer human turns; agents that run as the same user can read it")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"ok", "checks": [...]}`)
 	cmd.Flags().BoolVar(&opts.Example, "example", false, "print a nerve.yaml documenting every key, and do nothing else")
 	return cmd

@@ -9,8 +9,11 @@ import (
 
 // remoteAnswer answers a human turn of a remote thread: the thread's
 // waiting turn (the one at step, or its only one), through the answer
-// endpoint.
+// endpoint, unless it is sent from inside a turn here.
 func remoteAnswer(ctx context.Context, f *Factory, ref workflow.Ref, step int, a workflow.Answer) (answerJSON, error) {
+	if err := f.refuseInsideTurn(ctx); err != nil {
+		return answerJSON{}, err
+	}
 	c, err := remoteClient(f, ref.Remote)
 	if err != nil {
 		return answerJSON{}, err
