@@ -101,9 +101,10 @@ func (r *runner) StartWorkflow(name string, input map[string]any) error {
 	if err != nil {
 		return err
 	}
-	// A workspace's repo, unless the definition names an absolute one,
-	// is NERVE_HOME's: no repository, so such a start fails here.
-	ws, err := workspaceRequest(def, StartRequest{Workdir: r.d.paths.Home})
+	// A reflex's thread has no directory of its own: a workspace must name
+	// an absolute repo (a relative one fails here; resolving it against
+	// NERVE_HOME would find whatever repository holds NERVE_HOME).
+	ws, err := workspaceRequest(def, StartRequest{})
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -198,5 +199,42 @@ reflexes:
 	r := e.must(0, "workspace", "prune", "--json")
 	if err := json.Unmarshal([]byte(r.stdout), &pruned); err != nil || !slices.Equal(pruned.Scratch, []string{left}) || !gone(left) {
 		t.Fatalf("prune: %s", r)
+	}
+}
+
+// A thread a sense starts has no directory to resolve a relative
+// workspace repo against: it is refused (and logged), rather than resolved
+// against NERVE_HOME, which would make whatever repository holds
+// NERVE_HOME the thread's.
+func TestE2ESenseRelativeWorkspaceRepo(t *testing.T) {
+	trigger := t.TempDir()
+	e := newEnv(t)
+	if out, err := exec.Command("git", "init", "-q", e.home).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	e.write("workflows/wsy.yaml", `workflow: wsy
+workspace: {repo: .}
+moderator: '{"done": true}'
+roles:
+  w: {adapter: fake, prompt: work}
+`)
+	e.write("nerve.yaml", fmt.Sprintf(`adapters:
+  fake: {type: exec, command: [true]}
+senses:
+  - {name: trigger, kind: file, paths: [%s/go]}
+reflexes:
+  - {on: trigger, do: workflow, workflow: wsy}
+`, trigger))
+	e.must(0, "daemon", "start")
+	waitFor(t, "the file sense", func() bool {
+		return strings.Contains(e.must(0, "daemon", "status", "--json").stdout, `"state":"watching"`)
+	})
+	os.WriteFile(filepath.Join(trigger, "go"), []byte("go"), 0o600)
+	waitFor(t, "the reflex's refusal in the log", func() bool {
+		log, _ := os.ReadFile(filepath.Join(e.home, "nerve.log"))
+		return strings.Contains(string(log), "reflex could not start workflow") && strings.Contains(string(log), "relative")
+	})
+	if r := e.must(0, "workflow", "logs", "wsy"); strings.Contains(r.stdout, "thread-1") {
+		t.Fatalf("a thread started with NERVE_HOME's repository: %s", r)
 	}
 }
