@@ -36,11 +36,14 @@ func (s Scratch) Dir(key string, step int) (string, error) {
 		return "", err
 	}
 	dir := filepath.Join(base, s.name(key, step))
-	if err := privateDir(dir, false); err != nil {
-		return "", err
-	}
+	// The record first: Prune removes a directory without one (what a
+	// crash between the two left), so a prune running meanwhile must not
+	// find this one unrecorded.
 	if err := os.WriteFile(dir+".key", []byte(key+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("record scratch directory %s: %w", dir, err)
+	}
+	if err := privateDir(dir, false); err != nil {
+		return "", err
 	}
 	return dir, nil
 }
@@ -160,9 +163,16 @@ func within(path, dir string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
+// absPath is p absolute and with its symbolic links resolved where it
+// exists: a process's working directory comes back resolved (getcwd), so
+// paths are compared as the kernel names them.
 func absPath(p string) string {
-	if abs, err := filepath.Abs(p); err == nil {
-		return abs
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
 	}
-	return filepath.Clean(p)
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real
+	}
+	return abs
 }

@@ -151,3 +151,30 @@ func fileExists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
 }
+
+// A scratch directory is known for one however it is named: the cache
+// directory reached through a link, and the directory named as getcwd
+// names it (resolved), or through the link.
+func TestScratchContainsThroughALink(t *testing.T) {
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "cache")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CACHE_HOME", link)
+	s := Scratch{Home: t.TempDir()}
+	dir := mustDir(t, s, "thread-1", 0)
+	resolved, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaLink := filepath.Join(link, "nerve", "scratch", filepath.Base(dir))
+	for _, p := range []string{dir, resolved, viaLink, filepath.Join(resolved, "sub")} {
+		if !s.Contains(p) {
+			t.Errorf("Contains(%s) = false: it is %s's scratch directory", p, dir)
+		}
+	}
+	if s.Contains(s.Home) {
+		t.Errorf("Contains(NERVE_HOME)")
+	}
+}
