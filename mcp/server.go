@@ -75,10 +75,12 @@ func NewServer(opts Options) *sdk.Server {
 	return srv
 }
 
-// Run serves one client over t until it disconnects or ctx ends. When
-// ctx ends (SIGTERM) it returns at once: the SDK's Server.Run would wait
-// for the calls in flight, which it does not cancel, so a call blocked
-// on I/O would hold the exit, and it logs the end as an error.
+// Run serves one client over t until it disconnects, ctx ends, or
+// StdioTransport gives up on calls after the end of its input (then it
+// returns an error naming them). When ctx ends (SIGTERM) or the transport
+// gives up it returns at once: the SDK's Server.Run would wait for the
+// calls in flight, which it does not cancel, so a call blocked on I/O
+// would hold the exit, and it logs the end as an error.
 func Run(ctx context.Context, opts Options, t sdk.Transport) error {
 	ss, err := NewServer(opts).Connect(ctx, t, nil)
 	if err != nil {
@@ -86,12 +88,24 @@ func Run(ctx context.Context, opts Options, t sdk.Transport) error {
 	}
 	ended := make(chan error, 1)
 	go func() { ended <- ss.Wait() }()
+	var gaveUp <-chan struct{} // stays nil for other transports
+	st, _ := t.(*stdioTransport)
+	if st != nil {
+		gaveUp = st.s.gaveUp
+	}
 	select {
 	case err := <-ended:
+		if err == nil && st != nil {
+			err = st.s.abandonedError()
+		}
 		return err
 	case <-ctx.Done():
 		go ss.Close() // no more replies; it returns when the calls in flight do
 		return nil
+	case <-gaveUp:
+		// As at SIGTERM: a call still in flight may be blocked on I/O.
+		go ss.Close()
+		return st.s.abandonedError()
 	}
 }
 

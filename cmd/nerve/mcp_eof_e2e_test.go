@@ -121,6 +121,18 @@ func TestE2EMCPPipedSession(t *testing.T) {
 		}
 	})
 
+	// The SDK drops a call whose id is in flight, without a reply; the
+	// server waited for that reply for ever (in 9 runs of 10).
+	t.Run("a call reusing the id of one in flight", func(t *testing.T) {
+		for run := range 10 {
+			p := startPipedMCP(t, e.home, nil, mcpInitialize, mcpInitialized, strings.Replace(mcpListTools, `"id":2`, `"id":1`, 1))
+			p.stdin.Close()
+			if got := p.exited(t, 5*time.Second); len(got) == 0 || got[0]["id"] != 1.0 || got[0]["result"] == nil {
+				t.Fatalf("run %d: replies %v, want initialize's first", run, got)
+			}
+		}
+	})
+
 	t.Run("a call in flight at the end of stdin is answered", func(t *testing.T) {
 		vars, fifo := snapshotFIFO(t, t.TempDir())
 		p := startPipedMCP(t, e.home, vars, mcpInitialize, mcpInitialized, mcpReadThread)
