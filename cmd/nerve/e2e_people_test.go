@@ -25,25 +25,33 @@ func inboxOf(t *testing.T, e *env) inboxJSON {
 	return in
 }
 
-// waitingKeys are the keys of every turn `nerve inbox --json` lists, a
-// local thread's or a remote's: each present, null when empty.
-var waitingKeys = []string{"thread", "workflow", "ref", "turn", "step", "role", "prompt", "instruction", "answered_by", "meta_schema", "since"}
+// The keys of every turn `nerve inbox --json` lists, a local thread's or
+// a remote's, and of every remote it could not read: each present, null
+// when empty.
+var (
+	waitingKeys     = []string{"thread", "workflow", "ref", "turn", "step", "role", "prompt", "instruction", "answered_by", "meta_schema", "since"}
+	unreachableKeys = []string{"remote", "error", "reason"}
+)
 
 // inboxTurns runs `nerve inbox --json` and returns its turns as decoded
-// JSON objects, each checked to have exactly waitingKeys.
+// JSON objects, each checked to have exactly waitingKeys (and each remote
+// it could not read, unreachableKeys).
 func inboxTurns(t *testing.T, e *env) []map[string]any {
 	t.Helper()
 	r := e.must(0, "inbox", "--json")
-	var in struct{ Waiting []map[string]any }
+	var in struct{ Waiting, Unreachable []map[string]any }
 	if err := json.Unmarshal([]byte(r.stdout), &in); err != nil {
 		t.Fatalf("inbox --json: %v\n%s", err, r)
 	}
-	for _, w := range in.Waiting {
-		keys := slices.Sorted(maps.Keys(w))
-		if want := slices.Sorted(slices.Values(waitingKeys)); !slices.Equal(keys, want) {
-			t.Fatalf("inbox --json turn keys %v, want %v", keys, want)
+	checkKeys := func(objs []map[string]any, want []string) {
+		for _, o := range objs {
+			if keys := slices.Sorted(maps.Keys(o)); !slices.Equal(keys, slices.Sorted(slices.Values(want))) {
+				t.Fatalf("inbox --json: keys %v, want %v", keys, want)
+			}
 		}
 	}
+	checkKeys(in.Waiting, waitingKeys)
+	checkKeys(in.Unreachable, unreachableKeys)
 	return in.Waiting
 }
 
@@ -73,7 +81,7 @@ func TestE2EHumanTurnLocal(t *testing.T) {
 	// Khala turn id, anyone may answer, the prompt as composed for a turn.
 	raw := inboxTurns(t, e)[0]
 	if prompt, _ := raw["prompt"].(string); raw["turn"] != nil || raw["answered_by"] != nil ||
-		!strings.Contains(prompt, "approve them") || !strings.Contains(prompt, w.Instruction) || !strings.Contains(prompt, "release#thread-1") {
+		!strings.Contains(prompt, "approve them") || w.Instruction == nil || !strings.Contains(prompt, *w.Instruction) || !strings.Contains(prompt, "release#thread-1") {
 		t.Fatalf("a local turn in inbox --json: %v", raw)
 	}
 	logs := e.must(0, "workflow", "logs", "release#thread-1")
@@ -191,6 +199,19 @@ func TestE2EHumanTurnSurvivesKill9(t *testing.T) {
 	}
 }
 
+// A turn without an instruction has "instruction": null in inbox --json,
+// as every empty key of a --json shape (it was "").
+func TestE2EInboxEmptyInstructionIsNull(t *testing.T) {
+	e := newEnv(t)
+	asks := e.write("asks.yaml", "workflow: asks\nmoderator: 'last = null ? {\"role\": \"approver\"} : {\"done\": true}'\n"+
+		"roles: {approver: {human: true, prompt: Approve.}}\n")
+	e.must(0, "workflow", "run", asks, "--detach")
+	waitInbox(t, e, 1)
+	if raw := inboxTurns(t, e)[0]; raw["instruction"] != nil || !strings.Contains(raw["prompt"].(string), "Approve.") {
+		t.Fatalf("a turn without an instruction in inbox --json: %v", raw)
+	}
+}
+
 // `nerve inbox` asks every remote with the person's token: a live one's
 // waiting turn is listed (and answered with `nerve thread answer`, as the
 // person), a dead one is marked unreachable, one without a person token
@@ -213,6 +234,14 @@ func TestE2EInboxRemotes(t *testing.T) {
 	}
 	if raw := inboxTurns(t, e)[0]; raw["turn"] != "thread-1.1" || raw["answered_by"] != nil || !strings.Contains(raw["prompt"].(string), "approve") {
 		t.Fatalf("a remote turn in inbox --json: %v", raw)
+	}
+	// A script tells a remote it cannot reach from one that wants a token.
+	var reasons []string
+	for _, u := range in.Unreachable {
+		reasons = append(reasons, u.Remote+": "+u.Reason)
+	}
+	if got := strings.Join(reasons, ", "); got != "anon: no_person_token, dead: unreachable, forged: person_token_refused" {
+		t.Fatalf("inbox --json unreachable reasons: %s", got)
 	}
 	human := e.must(0, "inbox")
 	store := "nerve init --remote anon=" + k.url + " --person-token T"

@@ -52,17 +52,25 @@ type inboxJSON struct {
 	Unreachable []unreachableJSON `json:"unreachable"`
 }
 
+// unreachableJSON is a remote whose inbox could not be read, and why.
 type unreachableJSON struct {
 	Remote string `json:"remote"`
 	Error  string `json:"error"`
-	// token: the remote answered, but takes no person token of ours.
-	token bool
+	Reason string `json:"reason"`
 }
 
-// personTokenError is a remote that answered but takes no person token
-// of this machine's (none stored, or refused): it is not unreachable, and
-// storing a token fixes it.
-type personTokenError struct{ msg string }
+// The reasons of unreachableJSON: a script tells a remote it cannot reach
+// from one that wants a person token.
+const (
+	reasonUnreachable        = "unreachable"          // not reached, or no inbox in its answer
+	reasonNoPersonToken      = "no_person_token"      // none stored for it
+	reasonPersonTokenRefused = "person_token_refused" // it refused the one stored
+)
+
+// personTokenError is a remote that takes no person token of this
+// machine's (none stored, or refused): it is not unreachable, and storing
+// a token fixes it.
+type personTokenError struct{ msg, reason string }
 
 func (e *personTokenError) Error() string { return e.msg }
 
@@ -97,8 +105,12 @@ func inboxRun(ctx context.Context, f *Factory, opts *inboxOptions) error {
 	p := &inboxPrinter{f: f, quiet: opts.JSON}
 	add := func(s inboxSide) {
 		if s.err != nil {
+			u := unreachableJSON{Remote: s.remote, Error: s.err.Error(), Reason: reasonUnreachable}
 			var pt *personTokenError
-			out.Unreachable = append(out.Unreachable, unreachableJSON{Remote: s.remote, Error: s.err.Error(), token: errors.As(s.err, &pt)})
+			if errors.As(s.err, &pt) {
+				u.Reason = pt.reason
+			}
+			out.Unreachable = append(out.Unreachable, u)
 			return
 		}
 		for _, w := range s.waiting {
@@ -136,12 +148,14 @@ func remoteInbox(ctx context.Context, f *Factory, name string, timeout time.Dura
 		return inboxSide{remote: name, err: err}
 	}
 	if c.PersonToken == "" {
-		return inboxSide{remote: name, err: &personTokenError{fmt.Sprintf("no person token for %s: store yours with '%s'", name, personTokenCommand(f, name))}}
+		return inboxSide{remote: name, err: &personTokenError{
+			fmt.Sprintf("no person token for %s: store yours with '%s'", name, personTokenCommand(f, name)), reasonNoPersonToken}}
 	}
 	c.Retries = 0           // an inbox answers now or says the remote is unreachable
 	ws, err := c.Inbox(ctx) // with the person token stored for the remote
 	if remote.IsStatus(err, http.StatusUnauthorized) {
-		err = &personTokenError{fmt.Sprintf("the person token was refused (unknown, or the person was removed): store a new one with '%s'", personTokenCommand(f, name))}
+		err = &personTokenError{fmt.Sprintf("the person token was refused (unknown, or the person was removed): store a new one with '%s'",
+			personTokenCommand(f, name)), reasonPersonTokenRefused}
 	}
 	if err != nil {
 		return inboxSide{remote: name, err: err}
@@ -200,7 +214,7 @@ func (p *inboxPrinter) end(in inboxJSON) {
 	}
 	for _, u := range in.Unreachable {
 		msg := strings.TrimPrefix(u.Error, "remote "+u.Remote+": ")
-		if !u.token {
+		if u.Reason == reasonUnreachable {
 			msg = "unreachable: " + msg
 		}
 		fmt.Fprintf(p.f.IO.Out, "%s: %s\n", u.Remote, msg)

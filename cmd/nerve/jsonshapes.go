@@ -89,8 +89,8 @@ type waitingJSON struct {
 	Role string  `json:"role"`
 	// Prompt is the turn's prompt as an agent would be given it: the
 	// role's, the instruction, the meta schema, the thread's line.
-	Prompt      string `json:"prompt"`
-	Instruction string `json:"instruction"`
+	Prompt      *string `json:"prompt"`
+	Instruction *string `json:"instruction"`
 	// AnsweredBy names who may answer; null: any person.
 	AnsweredBy []string  `json:"answered_by"`
 	Meta       any       `json:"meta_schema"`
@@ -100,7 +100,7 @@ type waitingJSON struct {
 func newWaitingJSON(w workflow.Waiting) waitingJSON {
 	j := waitingJSON{
 		Thread: w.Thread, Workflow: w.Workflow, Ref: w.Ref, Turn: nullable(w.Turn), Step: w.Step, Role: w.Role,
-		Prompt: w.Prompt, Instruction: w.Instruction, Meta: w.Meta, Since: w.Since,
+		Prompt: nullable(w.Prompt), Instruction: nullable(w.Instruction), Meta: w.Meta, Since: w.Since,
 	}
 	if len(w.AnsweredBy) > 0 {
 		j.AnsweredBy = w.AnsweredBy
