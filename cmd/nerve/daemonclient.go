@@ -57,16 +57,26 @@ func (e *daemonNotRunning) Hint() string {
 // answer to a remote's human turn sent from inside a turn of this
 // NERVE_HOME's daemon: it goes with the person token stored here, and the
 // remote cannot tell the person from an agent holding it. The daemon
-// judges by the caller's process (SO_PEERCRED). With no daemon running no
-// turn runs, so there is nothing to refuse; none is started to ask.
+// judges by the caller's process (SO_PEERCRED); none is started to ask.
+// A turn's processes also have NERVE_THREAD, a person's terminal not:
+// with it set the answer is refused even when no daemon answers, as an
+// agent reaches none by pointing NERVE_HOME elsewhere. Both are guards
+// only (an agent may unset NERVE_THREAD too).
 func (f *Factory) refuseInsideTurn(ctx context.Context) error {
 	c := daemon.NewClient(config.Paths{Home: config.Home(f.Getenv)}.Socket())
 	err := c.MayAnswer(ctx)
 	var nr *daemon.NotRunningError
 	var ae *daemon.APIError
 	switch {
+	case errors.As(err, &ae) && ae.Status == http.StatusForbidden:
+		return err // the daemon's refusal names the turn and the process
+	case f.Getenv("NERVE_THREAD") != "":
+		return &failedError{
+			msg:  fmt.Sprintf("refused: this answer comes from inside a turn (NERVE_THREAD=%s); an agent never approves its own work", f.Getenv("NERVE_THREAD")),
+			hint: "answer from your own terminal, outside any agent's turn",
+		}
 	case errors.As(err, &nr):
-		return nil
+		return nil // no daemon, no turn of it
 	case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
 		return &failedError{msg: "the running daemon is older than this nerve and cannot tell whether this answer comes from inside a turn",
 			hint: "restart it ('nerve daemon stop'; the next command starts this version), then answer again"}

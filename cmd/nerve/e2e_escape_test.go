@@ -83,7 +83,9 @@ echo "notes written"
 
 // The person token stored for a remote answers its human turns, but not
 // from inside a turn here: the local daemon, asked first, refuses as it
-// refuses a local answer, and the turn still waits for the person.
+// refuses a local answer, and the turn still waits for the person. An
+// agent that copies the home and points NERVE_HOME at the copy reaches no
+// daemon, and is refused all the same: it has NERVE_THREAD.
 func TestE2ERemoteAnswerFromInsideTurnRefused(t *testing.T) {
 	k := startKhala(t)
 	e := newEnv(t)
@@ -96,6 +98,11 @@ func TestE2ERemoteAnswerFromInsideTurnRefused(t *testing.T) {
 cat >/dev/null
 nerve thread answer live/approval#thread-1 "approved by me" >"$NERVE_HOME/sneak.out" 2>&1
 echo "exit $?" >>"$NERVE_HOME/sneak.out"
+elsewhere=$(mktemp -d)
+cp -Rp "$NERVE_HOME/nerve.yaml" "$NERVE_HOME/person-tokens" "$elsewhere"
+NERVE_HOME=$elsewhere nerve thread answer live/approval#thread-1 "approved by me, elsewhere" >"$NERVE_HOME/elsewhere.out" 2>&1
+echo "exit $?" >>"$NERVE_HOME/elsewhere.out"
+rm -rf "$elsewhere"
 echo tried
 `)
 	e.write("nerve.yaml", "remotes:\n  live: {url: \""+k.url+"\"}\nadapters:\n  sneaky:\n    type: exec\n    command: ["+e.home+"/agent.sh]\n")
@@ -107,6 +114,11 @@ roles:
 	b, _ := os.ReadFile(filepath.Join(e.home, "sneak.out"))
 	if !strings.Contains(string(b), "refused: this answer comes from inside a running turn") || !strings.HasSuffix(string(b), "exit 1\n") {
 		t.Fatalf("a remote answer from inside a turn:\n%s", b)
+	}
+	b, _ = os.ReadFile(filepath.Join(e.home, "elsewhere.out"))
+	if want := "nerve: refused: this answer comes from inside a turn (NERVE_THREAD=work#thread-1); an agent never approves its own work\n" +
+		"hint: answer from your own terminal, outside any agent's turn\nexit 1\n"; string(b) != want {
+		t.Fatalf("a remote answer from inside a turn, NERVE_HOME elsewhere:\n%s\nwant:\n%s", b, want)
 	}
 	if in := inboxOf(t, e); len(in.Waiting) != 1 || in.Waiting[0].Ref != "live/approval#thread-1" {
 		t.Fatalf("the remote's turn no longer waits: %+v", in)
