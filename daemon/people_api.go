@@ -55,7 +55,7 @@ func (d *Daemon) handleAnswer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, codeConflict, fmt.Sprintf("%s already ended (%s): nothing waits for an answer", t.ID, t.Status), "")
 		return
 	}
-	def, err := workflow.ParseSource(t.Workflow, t.Source)
+	def, err := workflow.ParseStored(t.Workflow, t.Source)
 	if err != nil {
 		writeErr(w, err)
 		return

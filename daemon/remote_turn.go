@@ -261,7 +261,7 @@ func (d *Daemon) remoteRole(ctx context.Context, cl *remote.Client, remoteName s
 	def, ok := d.rdefs.defs[key]
 	d.rdefs.mu.Unlock()
 	if !ok {
-		if def, err = workflow.ParseSource(key, []byte(w.Source)); err != nil {
+		if def, err = workflow.ParseStored(key, []byte(w.Source)); err != nil {
 			d.log.Warn("parse remote workflow", "workflow", key, "err", err)
 			return nil
 		}

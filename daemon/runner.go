@@ -148,7 +148,7 @@ func (r *runner) resumeAll() {
 		return
 	}
 	for _, t := range ts {
-		d, err := workflow.ParseSource(t.Workflow+" (stored definition)", t.Source)
+		d, err := workflow.ParseStored(t.Workflow+" (stored definition)", t.Source)
 		if err != nil {
 			// A thread that cannot resume must not stay running forever.
 			r.fail(t, fmt.Sprintf("cannot resume: %v", err))

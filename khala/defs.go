@@ -55,7 +55,7 @@ func (d *defCache) get(ctx context.Context, hash string) (*workflow.Definition, 
 	if err != nil {
 		return nil, fmt.Errorf("definition %.12s: %w", hash, err)
 	}
-	def, err = workflow.ParseSource("definition "+hash[:12], src)
+	def, err = workflow.ParseStored("definition "+hash[:12], src)
 	if err != nil {
 		return nil, fmt.Errorf("definition %.12s no longer parses: %w", hash, err)
 	}

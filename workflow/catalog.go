@@ -41,13 +41,13 @@ func (e *NotFoundError) Hint() string {
 // Discover parses every *.yaml and *.yml file in dirs (missing directories
 // are skipped). Entries are sorted by name; a name defined twice keeps the
 // first directory's and reports the other as an error.
-func Discover(dirs []string) []Entry { return discover(dirs, false) }
+func Discover(dirs []string) []Entry { return discover(dirs, parseOptions{}) }
 
 // List is Discover for showing definitions, not running them: the roles'
 // meta schemas are not compiled (Role.Schema is nil), so it is fast.
-func List(dirs []string) []Entry { return discover(dirs, true) }
+func List(dirs []string) []Entry { return discover(dirs, parseOptions{light: true}) }
 
-func discover(dirs []string, light bool) []Entry {
+func discover(dirs []string, o parseOptions) []Entry {
 	var out []Entry
 	seen := map[string]string{}
 	for _, dir := range dirs {
@@ -64,7 +64,7 @@ func discover(dirs []string, light bool) []Entry {
 				continue
 			}
 			path := filepath.Join(dir, f.Name())
-			d, err := loadFile(path, light)
+			d, err := loadFile(path, o)
 			if err != nil {
 				out = append(out, Entry{Name: strings.TrimSuffix(f.Name(), ext), File: path, Err: err})
 				continue

@@ -96,16 +96,16 @@ var (
 )
 
 // LoadFile reads and checks the definition at path.
-func LoadFile(path string) (*Definition, error) { return loadFile(path, false) }
+func LoadFile(path string) (*Definition, error) { return loadFile(path, parseOptions{}) }
 
-func loadFile(path string, light bool) (*Definition, error) {
+func loadFile(path string, o parseOptions) (*Definition, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, &yamlfile.Error{File: path, Msg: strings.TrimPrefix(err.Error(), "open "+path+": ")}
 	}
 	return parse(path, data, func(name string) ([]byte, error) {
 		return os.ReadFile(filepath.Join(filepath.Dir(path), name))
-	}, light)
+	}, o)
 }
 
 // Parse checks a definition. readFile resolves a moderator that names a
@@ -113,12 +113,21 @@ func loadFile(path string, light bool) (*Definition, error) {
 // Adapters are checked separately (config/validation): they depend on
 // nerve.yaml.
 func Parse(path string, data []byte, readFile func(string) ([]byte, error)) (*Definition, error) {
-	return parse(path, data, readFile, false)
+	return parse(path, data, readFile, parseOptions{})
 }
 
-// parse is Parse; light skips compiling the roles' meta schemas, which
-// costs milliseconds a listing does not need.
-func parse(path string, data []byte, readFile func(string) ([]byte, error), light bool) (*Definition, error) {
+// parseOptions say how parse checks a definition.
+type parseOptions struct {
+	// light skips compiling the roles' meta schemas, which costs
+	// milliseconds a listing does not need.
+	light bool
+	// stored is a definition accepted before (see ParseStored): rules
+	// added since do not refuse it.
+	stored bool
+}
+
+// parse is Parse, checking as o says.
+func parse(path string, data []byte, readFile func(string) ([]byte, error), o parseOptions) (*Definition, error) {
 	var f file
 	lines, err := yamlfile.Decode(path, data, &f)
 	// Decode fills f with what the file got right: check that too, so one
@@ -132,6 +141,11 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 		if !reported(undecoded, field) {
 			errs = append(errs, &yamlfile.Error{File: path, Line: lines.Line(field), Field: field, Msg: fmt.Sprintf(format, a...)})
 		}
+	}
+	// newRule reports what a stored definition may have been accepted with.
+	newRule := bad
+	if o.stored {
+		newRule = func(string, string, ...any) {}
 	}
 	d := &Definition{
 		Name: f.Workflow, Description: f.Description, Binding: f.Binding,
@@ -167,7 +181,7 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 		if r.Context != nil && r.Context.Last < 0 {
 			bad(p+".context.last", "must not be negative")
 		}
-		if r.Meta != nil && !light {
+		if r.Meta != nil && !o.light {
 			s, err := compileSchema(d.Name+"/"+name, r.Meta)
 			if err != nil {
 				bad(p+".meta", "not a valid JSON Schema: %s", oneLine(err.Error()))
@@ -185,11 +199,11 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 		} else if in.Default != nil {
 			// A thread that leaves the input out gets the default: it must be
 			// what the moderator is promised.
-			v, err := coerce(in.Type, in.Default)
-			if err != nil {
-				bad("inputs."+name+".default", "%s", err)
+			if v, err := coerce(in.Type, in.Default); err != nil {
+				newRule("inputs."+name+".default", "%s", err) // stored: kept as written
+			} else {
+				in.Default = v
 			}
-			in.Default = v
 		}
 		d.Inputs[name] = in
 	}
@@ -199,7 +213,7 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), ligh
 			bad("workflow", "name %q cannot be part of its threads' branches (%s): %s; rename the workflow", d.Name, DefaultBranch(d.Name, "thread-N"), err)
 		}
 	}
-	checkLimits(&d.Limits, lines, bad)
+	checkLimits(&d.Limits, lines, bad, newRule)
 	src, err := moderatorSource(f.Moderator, readFile)
 	if err != nil {
 		bad("moderator", "%s", err)

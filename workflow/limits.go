@@ -34,16 +34,23 @@ type Limits struct {
 // checkLimits reports every limit out of its range and fills the defaults
 // of those left out. A count or lease written as 0 is refused rather than
 // taken as "the default": 0 steps, attempts or lease time cannot run.
-func checkLimits(l *Limits, lines yamlfile.Lines, bad func(field, format string, a ...any)) {
+// Definitions were once accepted with those 0s (and max_attempts below 0,
+// which a queue takes as 1), so those go to newRule: a stored definition
+// keeps the old meaning, the default.
+func checkLimits(l *Limits, lines yamlfile.Lines, bad, newRule func(field, format string, a ...any)) {
 	given := func(key string) bool { _, ok := lines["limits."+key]; return ok }
 	if given("max_steps") && l.MaxSteps < 1 {
-		bad("limits.max_steps", "must be at least 1, got %d (leave it out for the default, %d)", l.MaxSteps, DefaultMaxSteps)
+		report := bad // below 0 was never accepted
+		if l.MaxSteps == 0 {
+			report = newRule
+		}
+		report("limits.max_steps", "must be at least 1, got %d (leave it out for the default, %d)", l.MaxSteps, DefaultMaxSteps)
 	}
 	if given("max_attempts") && l.MaxAttempts < 1 {
-		bad("limits.max_attempts", "must be at least 1, got %d (the times a turn is leased before its thread fails; 1: never re-queued)", l.MaxAttempts)
+		newRule("limits.max_attempts", "must be at least 1, got %d (the times a turn is leased before its thread fails; 1: never re-queued)", l.MaxAttempts)
 	}
 	if given("claim") && l.Claim == 0 {
-		bad("limits.claim", "must be longer than 0s (the lease on a claimed turn; leave it out for the default, %s)", defaultClaim)
+		newRule("limits.claim", "must be longer than 0s (the lease on a claimed turn; leave it out for the default, %s)", defaultClaim)
 	}
 	if c := l.MaxCostUSD; c < 0 || math.IsNaN(c) || math.IsInf(c, 0) {
 		bad("limits.max_cost_usd", "must be a non-negative amount in USD, got %v", c)

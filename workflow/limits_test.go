@@ -96,3 +96,27 @@ func TestUndecodedValueReportedOnce(t *testing.T) {
 		t.Fatalf("got %q, want one problem each for workflow, roles and limits", got)
 	}
 }
+
+// A stored definition (a thread's copy, one a Khala published) was
+// accepted before 0 was refused as a limit and before input defaults were
+// checked: it still parses, its 0s take the defaults as they did, and its
+// default stays as written. What was never accepted is still refused.
+func TestStoredDefinitionKeepsTheOldMeaning(t *testing.T) {
+	old := oneRole + "inputs:\n  n: {type: integer, default: abc}\n  m: {type: integer, default: \"3\"}\nlimits: {max_steps: 0, claim: 0s, max_attempts: 0}\n"
+	if got := problems(t, old); len(got) != 4 {
+		t.Fatalf("a definition written today: got %q, want the three limits and the default refused", got)
+	}
+	d, err := workflow.ParseStored("w (stored)", []byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := d.Limits; l.MaxSteps != workflow.DefaultMaxSteps || l.MaxAttempts != 3 || l.Claim.D().Minutes() != 10 {
+		t.Fatalf("limits %+v: want the defaults", l)
+	}
+	if in, err := d.CheckInputs(nil); err != nil || in["n"] != "abc" || in["m"] != int64(3) {
+		t.Fatalf("defaults %v, %v: want abc as written and m converted", in, err)
+	}
+	if _, err := workflow.ParseStored("w (stored)", []byte(oneRole+"limits: {max_steps: -1}\n")); err == nil {
+		t.Fatal("max_steps: -1 was never accepted")
+	}
+}

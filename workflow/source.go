@@ -26,10 +26,19 @@ func inlineModerator(data []byte, src string) ([]byte, error) {
 	return yaml.Marshal(&root)
 }
 
-// ParseSource parses a definition whose moderator is inline (a thread's
-// stored copy, or one pushed to a Khala server).
+// ParseSource parses a definition whose moderator is inline, sent whole
+// to be published (PUT /v1/workflows/{name}): checked as a file is.
 func ParseSource(name string, src []byte) (*Definition, error) {
 	return Parse(name, src, nil)
+}
+
+// ParseStored parses a definition kept since it was accepted: a thread's
+// copy, or one a Khala server published. Rules added since (0 refused as a
+// limit, an input default of another type) are not applied, so a thread
+// started under an older nerve still resumes and answers: such a 0 takes
+// its default, as it did, and such an input default stays as written.
+func ParseStored(name string, src []byte) (*Definition, error) {
+	return parse(name, src, nil, parseOptions{stored: true})
 }
 
 // CloudSource returns the definition as published to a Khala server:
