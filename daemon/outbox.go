@@ -13,9 +13,9 @@ import (
 )
 
 // outbox delivers responses written to nerve.db, until each is accepted
-// (200) or refused for good (409: the claim was no longer ours; 403: the
-// remote says it is another agent's), with backoff while a remote is
-// down. A restart resumes it from the store.
+// (200) or refused for good (409: the claim was no longer ours; 403
+// not_holder: the remote says it is another agent's), with backoff while a
+// remote is down or refuses otherwise. A restart resumes it from the store.
 type outbox struct {
 	d    *Daemon
 	wake chan struct{}
@@ -138,7 +138,7 @@ func (o *outbox) settle(it store.OutboxItem, err error) bool {
 		o.d.log.Debug("response delivered", "remote", it.Remote, "turn", it.Turn, "thread", it.Thread)
 	case remote.IsClaimLost(err):
 		o.d.log.Info("response refused: the claim was no longer ours", "remote", it.Remote, "turn", it.Turn)
-	case remote.IsForbidden(err):
+	case remote.IsNotHolder(err):
 		// Retrying cannot help: the turn was leased to another agent name
 		// (this agent's token for the remote changed since it claimed).
 		o.d.log.Error("response refused: the turn is held by another agent; dropped", "remote", it.Remote, "turn", it.Turn, "err", err)

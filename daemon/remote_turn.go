@@ -193,9 +193,9 @@ func remoteWorkspace(t api.Turn, key string) *workspace.Turn {
 }
 
 // heartbeat renews the lease about three times per lease while the turn
-// runs; a lost claim, a claim the remote says is another agent's (403:
-// this agent's token changed since it claimed) or a cancelled thread
-// cancels the turn.
+// runs; a lost claim, a claim the remote says is another agent's (403
+// not_holder: this agent's token changed since it claimed) or a cancelled
+// thread cancels the turn. Another 403 (a proxy's) is retried.
 func (r *runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, cl *remote.Client, t api.Turn) <-chan struct{} {
 	done := make(chan struct{})
 	lease := time.Until(t.LeaseExpires)
@@ -217,7 +217,7 @@ func (r *runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 			_, cancelled, err := cl.Heartbeat(hctx, t.Turn, t.Claim)
 			hcancel()
 			switch {
-			case remote.IsClaimLost(err) || remote.IsForbidden(err) || remote.IsStatus(err, 404) || cancelled:
+			case remote.IsClaimLost(err) || remote.IsNotHolder(err) || remote.IsStatus(err, 404) || cancelled:
 				r.d.log.Info("turn taken back by the remote; stopping its adapter", "turn", t.Turn, "cancelled", cancelled)
 				cancel(errClaimLost)
 				return

@@ -10,8 +10,8 @@
 // The Khala HTTP API v1 of DESIGN.md, JSON over HTTP. Every endpoint but
 // GET /v1/health takes Authorization: Bearer TOKEN; errors are
 // {"error": {"code", "message"}}. Codes: bad_request, invalid_workflow,
-// invalid_input, invalid_answer (400); unauthorized (401); forbidden
-// (403); not_found (404); method_not_allowed (405); name_taken,
+// invalid_input, invalid_answer (400); unauthorized (401); forbidden,
+// not_holder (403); not_found (404); method_not_allowed (405); name_taken,
 // claim_lost, thread_ended, not_waiting (409); too_large (413); too_deep
 // (422); internal (500); unavailable, timeout (503). A 200 or
 // 201 is sent only after the change is committed (fsynced).
@@ -139,8 +139,10 @@
 //
 // A claim id is no secret (every trace shows it), so a lease is held by
 // the claim and the agent it was leased to together: another agent's
-// response, heartbeat, release or events with it are 403 forbidden and
-// change nothing; the holder's lease and answer are untouched.
+// response, heartbeat, release or events with it are 403 not_holder and
+// change nothing; the holder's lease and answer are untouched. The code,
+// not the status, tells an agent to drop its work: a 403 from a proxy in
+// between is retried.
 //
 // # Durability and speed
 //

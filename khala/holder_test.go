@@ -9,8 +9,8 @@ import (
 )
 
 // A claim id is in every thread's trace, readable by any agent: another
-// agent presenting it is refused (403, not a lost lease) on every holder's
-// request, and the holder keeps its lease and answers.
+// agent presenting it is refused (403 not_holder, not a lost lease) on
+// every holder's request, and the holder keeps its lease and answers.
 func TestOtherAgentsClaimRefused(t *testing.T) { eachBackend(t, testOtherAgentsClaimRefused) }
 
 func testOtherAgentsClaimRefused(t *testing.T, bk backend) {
@@ -31,8 +31,8 @@ func testOtherAgentsClaimRefused(t *testing.T, bk backend) {
 	forged := api.Turn{Turn: ta.Turn, Claim: stolen}
 	refused := func(what string, status int, data []byte) {
 		t.Helper()
-		if status != http.StatusForbidden || errCode(data) != codeForbidden {
-			t.Fatalf("%s with a's claim: %d %s; want 403 %s", what, status, data, codeForbidden)
+		if status != http.StatusForbidden || errCode(data) != api.CodeNotHolder {
+			t.Fatalf("%s with a's claim: %d %s; want 403 %s", what, status, data, api.CodeNotHolder)
 		}
 	}
 	for _, ep := range []string{"heartbeat", "release"} {

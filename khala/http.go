@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/khala/khaladb"
 
 	"github.com/nerve-agents/nerve/workflow"
@@ -23,6 +24,7 @@ const (
 	codeTooLarge     = "too_large"
 	codeNameTaken    = "name_taken"
 	codeClaimLost    = "claim_lost"
+	codeNotHolder    = api.CodeNotHolder
 	codeThreadEnded  = "thread_ended"
 	codeInvalidWF    = "invalid_workflow"
 	codeInvalidIn    = "invalid_input"
@@ -89,7 +91,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, khaladb.ErrClaimLost):
 		writeError(w, http.StatusConflict, codeClaimLost, "the claim is no longer the holder of this turn: drop the result")
 	case errors.Is(err, khaladb.ErrNotHolder):
-		writeError(w, http.StatusForbidden, codeForbidden, err.Error())
+		writeError(w, http.StatusForbidden, codeNotHolder, err.Error())
 	case errors.Is(err, khaladb.ErrThreadEnded):
 		writeError(w, http.StatusConflict, codeThreadEnded, err.Error())
 	case errors.Is(err, khaladb.ErrConflict), errors.Is(err, khaladb.ErrClosed):

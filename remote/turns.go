@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"time"
@@ -71,6 +72,14 @@ func (c *Client) Release(ctx context.Context, turn, claim string) error {
 // thread's trace; a lost claim is a 409 (see IsClaimLost).
 func (c *Client) TurnEvents(ctx context.Context, turn, claim string, evs ...api.TurnEvent) error {
 	return c.Do(ctx, http.MethodPost, "/v1/turns/"+url.PathEscape(turn)+"/events", api.TurnEvents{Claim: claim, Events: evs}, nil)
+}
+
+// IsNotHolder reports whether err is the server saying the turn is leased
+// to another agent (403 not_holder: this agent's token changed since it
+// claimed): stop the work, drop the answer. Any other 403 is not this.
+func IsNotHolder(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusForbidden && e.Code == api.CodeNotHolder
 }
 
 // IsClaimLost reports whether err is the server saying this agent no

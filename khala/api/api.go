@@ -51,6 +51,12 @@ func (d *Wait) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// CodeNotHolder is the error code of the 403 for a claim presented by an
+// agent other than the one its turn was leased to: the turn is another
+// agent's, and asking again cannot change that. Any other 403 (a proxy's,
+// a person's right to answer) is not this.
+const CodeNotHolder = "not_holder"
+
 // Turn is one leased turn: everything an agent needs to run it.
 type Turn struct {
 	Turn         string    `json:"turn"`
