@@ -33,7 +33,7 @@ type Request struct {
 	// OnStart, when set, is called with the CLI's pid (its process group
 	// id) once it runs, so the daemon can kill a group left behind by a
 	// crash of its own, and tell the turn's leader from what escaped one
-	// (Settled waits for it).
+	// (procgroup.Settled waits for it).
 	OnStart func(pid int)
 	// MCP, when set, is nerve's MCP server, registered with the CLI for
 	// this turn by the adapters whose CLI speaks MCP (exec, cursor and

@@ -14,7 +14,7 @@
 // own session (so its own process group) in the request's workdir, and is
 // killed with its whole group (SIGTERM, then SIGKILL) on timeout or cancel
 // and after it exits, so no grandchild outlives the turn. One that left
-// the group the daemon ends: it is every turn's subreaper (Settled).
+// the group the daemon ends: it is every turn's subreaper (daemon/reaper.go).
 // Output is read line by line with bounded memory: lines are cut at 8 MiB
 // and content at 1 MiB, so a CLI that floods stdout cannot exhaust the
 // daemon.

@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/nerve-agents/nerve/internal/procgroup"
 	"github.com/nerve-agents/nerve/internal/usage"
 )
 
@@ -127,10 +127,10 @@ func (a *cliAdapter) execute(ctx context.Context, req Request, inv *invocation, 
 	}
 	pidfd := -1
 	// Its own session, not only its own group: nothing it starts can join
-	// the daemon's group (setpgid stays within a session), so what it
-	// leaves behind is never taken for the daemon's own helpers.
+	// a group of the daemon's session (setpgid stays within a session),
+	// the daemon's own or a helper's, which the daemon's sweep spares.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd}
-	if err := startProcess(cmd, req.OnStart); err != nil {
+	if err := procgroup.Start(cmd, req.OnStart); err != nil {
 		return nil, a.fail("start "+a.info.Binary+": "+err.Error(), err)
 	}
 	if pidfd >= 0 {
@@ -199,33 +199,6 @@ func (a *cliAdapter) execute(ctx context.Context, req Request, inv *invocation, 
 		return nil, e
 	}
 	return &Result{Content: content, Usage: u, Truncated: truncated}, nil
-}
-
-// starting is held shared from an adapter's fork until its OnStart has
-// run, and exclusively by Settled.
-var starting sync.RWMutex
-
-// startProcess starts cmd and calls onStart (when set) with its pid,
-// which is also its group id.
-func startProcess(cmd *exec.Cmd, onStart func(pid int)) error {
-	starting.RLock()
-	defer starting.RUnlock()
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	if onStart != nil {
-		onStart(cmd.Process.Pid)
-	}
-	return nil
-}
-
-// Settled runs fn while no adapter is between its fork and the end of its
-// Request.OnStart: a process fn finds has been told of, if it is an
-// adapter's. The daemon looks for what escaped a turn this way.
-func Settled(fn func()) {
-	starting.Lock()
-	defer starting.Unlock()
-	fn()
 }
 
 // signalGroup signals the process group led by pid. ESRCH (the group is

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nerve-agents/nerve/internal/procgroup"
 	"github.com/nerve-agents/nerve/internal/usage"
 )
 
@@ -227,7 +228,7 @@ func TestSettledWaitsForOnStart(t *testing.T) {
 	}()
 	<-started
 	settled := make(chan struct{})
-	go Settled(func() { close(settled) })
+	go procgroup.Settled(func() { close(settled) })
 	select {
 	case <-settled:
 		t.Fatal("Settled ran while an adapter's OnStart had not returned")

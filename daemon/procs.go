@@ -33,7 +33,7 @@ func (r *runner) RecordProc(thread string, step, pid int) {
 }
 
 // ForgetProc removes a record once its adapter has ended, and has what
-// left its group swept up.
+// left its group swept up: at once, and again shortly after (reaper.go).
 func (r *runner) ForgetProc(thread string, step int) {
 	r.forgetGroup(fmt.Sprintf("%s step %d", thread, step))
 	r.procs.forget(r.procKey(thread, step))

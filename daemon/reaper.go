@@ -1,31 +1,31 @@
 package daemon
 
 import (
-	"errors"
-	"io/fs"
 	"maps"
-	"os"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nerve-agents/nerve/adapter"
+	"github.com/nerve-agents/nerve/internal/procgroup"
 	"github.com/nerve-agents/nerve/internal/procstat"
 )
 
-// The daemon is the subreaper of everything its turns start: a process
-// that left its turn's group and session (setsid, a double fork) is handed
-// to the daemon, not to init, when its parent exits. So every process a
-// turn started stays a descendant of the daemon, which is how an answer
-// from one is told (peer.go), and what outlives its turn is the daemon's
-// child: after each turn and at shutdown the daemon kills and reaps its
-// children that are neither a running turn's nor in its own process group
-// (git and the other helpers it runs itself; a turn's processes, in their
-// own session, cannot join that group).
+// The daemon is the subreaper of everything it starts: a process that
+// left its turn's group and session (setsid, a double fork) is handed to
+// the daemon, not to init, when its parent exits. So every process a turn
+// started stays a descendant of the daemon, unless it was started by
+// something that is not (peer.go), and what outlives its turn is the
+// daemon's child. The daemon sweeps its children: it spares the groups it
+// started and that still run (a turn's, a helper's such as git's, each
+// registered through procgroup) and its own group, and reaps every other
+// child that has exited; one still running is told apart by the turn
+// its environment names (reaper_owner.go): spared while that turn runs,
+// killed and reaped once it has ended or when it names none. It sweeps
+// when a turn ends, once more shortly after (a process handed over
+// late), every sweepPeriod (a helper's leftovers, an escapee whose turn
+// ended while it still had a parent) and at shutdown.
 
 const (
 	// sweepFor bounds one sweep: a process that will not die (stuck in
@@ -35,15 +35,23 @@ const (
 	// short turn's own work, so a burst of turns ending is swept after
 	// once per interval rather than once per turn.
 	sweepEvery = 100 * time.Millisecond
+	// lateSweepAfter: a turn's group is killed when its turn ends, and
+	// a member dying after the first sweep hands its escaped children
+	// over only then.
+	lateSweepAfter = time.Second
 )
+
+// sweepPeriod is the longest the daemon goes without a sweep: a sweep
+// costs some 80µs. A variable so tests can shorten it.
+var sweepPeriod = 5 * time.Second
 
 // becomeSubreaper makes orphaned descendants the daemon's children.
 func becomeSubreaper() error {
 	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 }
 
-// kickSweep asks for a sweep soon, without waiting for it; kicks while one
-// is pending make one sweep.
+// kickSweep asks for a sweep soon, and another lateSweepAfter later,
+// without waiting for them; kicks while one is pending make one sweep.
 func (r *runner) kickSweep() {
 	select {
 	case r.sweeps <- struct{}{}:
@@ -51,20 +59,27 @@ func (r *runner) kickSweep() {
 	}
 }
 
-// startSweeps sweeps in the background when kicked, at most once per
-// sweepEvery, until the returned stop, which sweeps once more before it
-// returns.
+// startSweeps sweeps in the background every sweepPeriod and when
+// kicked, at most once per sweepEvery, until the returned stop, which
+// sweeps once more before it returns.
 func (r *runner) startSweeps() (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
+		period := time.NewTicker(sweepPeriod)
+		defer period.Stop()
+		var late <-chan time.Time
 		for {
 			select {
 			case <-r.sweeps:
-				r.sweep()
+				late = time.After(lateSweepAfter)
+			case <-late:
+				late = nil
+			case <-period.C:
 			case <-quit:
 				return
 			}
+			r.sweep()
 			pause := time.NewTimer(sweepEvery)
 			select {
 			case <-pause.C:
@@ -88,38 +103,42 @@ func (r *runner) sweep() {
 	deadline := time.Now().Add(sweepFor)
 	own := syscall.Getpgrp()
 	for time.Now().Before(deadline) {
-		var strays []stray
-		// Settled: a turn's leader forked just now is recorded before the
-		// children are read, so it is never taken for a stray.
-		adapter.Settled(func() { strays = r.strays(own) })
-		if len(strays) == 0 {
+		var found []stray
+		// Settled: a process the daemon forked just now is registered
+		// before its children are read, so it is never taken for a stray.
+		procgroup.Settled(func() { found = r.strays(own) })
+		doomed, spared := r.judge(found)
+		if len(doomed) == 0 {
 			return
 		}
-		pids := make([]int, len(strays))
-		for i, s := range strays {
+		pids := make([]int, len(doomed))
+		for i, s := range doomed {
 			pids[i] = s.pid
 			if s.zombie {
 				continue
 			}
 			r.d.log.Warn("killing a process that outlived its turn", "pid", s.pid, "command", commandOf(s.pid))
 			_ = syscall.Kill(s.pid, syscall.SIGKILL)
-			_ = syscall.Kill(-s.pgid, syscall.SIGKILL)
+			if !spared[s.pgid] {
+				_ = syscall.Kill(-s.pgid, syscall.SIGKILL)
+			}
 		}
 		reap(pids, deadline)
 	}
 }
 
-// stray is a child of the daemon that belongs to no running turn.
+// stray is a child of the daemon that belongs to no running group.
 type stray struct {
 	pid, pgid int
 	zombie    bool
 }
 
 // strays lists the daemon's children outside its own process group own
-// and outside every running turn's group, and the ones of a running turn's
-// group that have exited, but its leader. It never names a child os/exec
-// waits for (a running turn's leader, a helper in the daemon's group), so
-// reaping a stray takes no exit status from os/exec.
+// and outside every running turn's and helper's group, and the ones of a
+// running group that have exited, but its leader. It never names a child
+// os/exec waits for (a running group's leader; nothing the daemon starts
+// runs in its own group), so reaping a stray takes no exit status from
+// os/exec.
 func (r *runner) strays(own int) []stray {
 	r.mu.Lock()
 	groups := maps.Clone(r.groups)
@@ -135,7 +154,8 @@ func (r *runner) strays(own int) []stray {
 			continue
 		}
 		zombie := f[0] == "Z"
-		if _, running := groups[pgid]; running && (!zombie || pid == pgid) {
+		_, turn := groups[pgid]
+		if (turn || procgroup.HelperGroup(pgid)) && (!zombie || pid == pgid) {
 			continue
 		}
 		out = append(out, stray{pid: pid, pgid: pgid, zombie: zombie})
@@ -143,68 +163,19 @@ func (r *runner) strays(own int) []stray {
 	return out
 }
 
-// reap waits for pids, children of the daemon it signalled or found
-// exited, and reaps each, until deadline: one still running then is left
-// for the next sweep. It waits for these pids only, never for any child:
-// os/exec reaps its own.
-func reap(pids []int, deadline time.Time) {
-	for {
-		left := pids[:0]
-		for _, pid := range pids {
-			var ws unix.WaitStatus
-			got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
-			if got == 0 && (err == nil || errors.Is(err, unix.EINTR)) {
-				left = append(left, pid)
+// judge splits strays into the ones to kill or reap (the exited, and the
+// running that belong to nothing running) and the process groups of the
+// ones spared, which are not killed whole.
+func (r *runner) judge(found []stray) (doomed []stray, spared map[int]bool) {
+	for _, s := range found {
+		if !s.zombie && r.ownerRuns(s.pid) {
+			if spared == nil {
+				spared = map[int]bool{}
 			}
+			spared[s.pgid] = true
+			continue
 		}
-		pids = left
-		if len(pids) == 0 || !time.Now().Before(deadline) {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
+		doomed = append(doomed, s)
 	}
-}
-
-// childrenFiles reports whether the kernel lists each thread's children
-// (/proc/PID/task/TID/children, CONFIG_PROC_CHILDREN).
-var childrenFiles = sync.OnceValue(func() bool {
-	pid := strconv.Itoa(os.Getpid())
-	_, err := os.Stat("/proc/" + pid + "/task/" + pid + "/children")
-	return err == nil
-})
-
-// children lists the daemon's children: those of each of its threads, or,
-// on a kernel that does not list them, every process whose parent it is.
-func children() []int {
-	self := os.Getpid()
-	var out []int
-	if childrenFiles() {
-		dir := "/proc/" + strconv.Itoa(self) + "/task"
-		tasks, _ := os.ReadDir(dir)
-		for _, t := range tasks {
-			b, err := os.ReadFile(dir + "/" + t.Name() + "/children")
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // the thread exited; its children went to another
-			}
-			for _, s := range strings.Fields(string(b)) {
-				if pid, err := strconv.Atoi(s); err == nil {
-					out = append(out, pid)
-				}
-			}
-		}
-		return out
-	}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if pid, err := strconv.Atoi(e.Name()); err == nil && parentPID(pid) == self {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-// commandOf is a process's command name, for the log.
-func commandOf(pid int) string {
-	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-	return strings.TrimSpace(string(b))
+	return doomed, spared
 }

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/internal/procstat"
+	"github.com/nerve-agents/nerve/workspace"
 )
 
 // reaperRunner is a runner with no daemon behind it, this test process
@@ -22,7 +24,8 @@ func reaperRunner(t *testing.T) *runner {
 	if err := becomeSubreaper(); err != nil {
 		t.Fatal(err)
 	}
-	return &runner{d: &Daemon{log: slog.New(slog.DiscardHandler)}, groups: map[int]string{}}
+	return &runner{d: &Daemon{log: slog.New(slog.DiscardHandler)}, groups: map[int]string{},
+		active: map[string]ActiveTurn{}, idle: make(chan struct{}), sweeps: make(chan struct{}, 1)}
 }
 
 // startTurn starts script as a turn's leader does (its own session) and
@@ -46,11 +49,15 @@ func startTurn(t *testing.T, r *runner, script string, args ...string) *exec.Cmd
 
 // escape starts script the way an agent escapes its turn: in a session
 // of its own, from a parent that exits at once, so it is handed to this
-// process. It returns the escaped process's pid once it is.
-func escape(t *testing.T, script string) int {
+// process. It returns the escaped process's pid once it is. env, when
+// given, is its whole environment (a turn's NERVE_THREAD and NERVE_STEP).
+func escape(t *testing.T, script string, env ...string) int {
 	t.Helper()
 	pidfile := filepath.Join(t.TempDir(), "pid")
 	double := exec.Command("sh", "-c", `setsid sh -c 'echo $$ >"$0"; `+script+`' "$0" </dev/null >/dev/null 2>&1 &`, pidfile)
+	if env != nil {
+		double.Env = append(env, "PATH="+os.Getenv("PATH"))
+	}
 	if err := double.Run(); err != nil {
 		t.Fatal(err)
 	}
@@ -164,4 +171,135 @@ func TestRefusal(t *testing.T) {
 	if msg := r.refusal(done.Process.Pid); !strings.Contains(msg, "cannot tell") {
 		t.Errorf("a sender that is gone: %q", msg)
 	}
+}
+
+// A helper the daemon runs (git) leads a process group of its own,
+// registered while it runs: a sweep spares it and what it started, even
+// what was handed to the daemon meanwhile (a git-remote-https whose
+// parent exited, an ssh master that left the group, which its
+// environment names the helper's). Cancelling it kills its whole group,
+// and the next sweep reaps what the group left with the daemon (no
+// zombie is left) and kills what left the group.
+func TestSweepSparesARunningHelperAndReapsItsLeftovers(t *testing.T) {
+	r := reaperRunner(t)
+	dir := t.TempDir()
+	git := filepath.Join(dir, "git")
+	childFile, detachedFile := filepath.Join(dir, "child"), filepath.Join(dir, "detached")
+	script := "#!/bin/sh\nset -- " + childFile + " " + detachedFile + `
+sh -c 'sleep 30 & echo $! >"$0"' "$1"
+sh -c 'setsid sh -c "echo \$\$ >\"\$0\"; exec sleep 30" "$0" </dev/null >/dev/null 2>&1 &' "$2"
+exec sleep 30
+`
+	if err := os.WriteFile(git, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := (&workspace.Manager{Home: dir, Git: git}).CheckGit(ctx)
+		done <- err
+	}()
+	child, detached := orphan(t, childFile), orphan(t, detachedFile)
+	t.Cleanup(func() {
+		for _, pid := range []int{child, detached} {
+			if parentPID(pid) == os.Getpid() {
+				syscall.Kill(pid, syscall.SIGKILL)
+				reap([]int{pid}, time.Now().Add(5*time.Second))
+			}
+		}
+	})
+
+	r.sweep()
+	if procstat.Exited(child) || procstat.Exited(detached) {
+		t.Fatal("a sweep ended what a running helper started")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("a sweep ended the running helper: %v", err)
+	default:
+	}
+
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled helper: %v", err)
+	}
+	waitUntil(t, "the helper's child killed with its group", func() bool { return zombie(child) })
+	r.sweep()
+	if !gone(child) {
+		t.Errorf("the helper's child is left (state %s)", stateOf(child))
+	}
+	if !gone(detached) {
+		t.Errorf("what left the helper's group is left (state %s)", stateOf(detached))
+	}
+}
+
+// A process that escaped its turn and outlived its parent is told apart
+// by the turn its environment names: spared while that turn (a local
+// thread's, a remote thread's) runs, killed once it has ended; one that
+// names another step, an ended turn or nothing is killed at once.
+func TestSweepSparesAnEscapeeWhileItsTurnRuns(t *testing.T) {
+	r := reaperRunner(t)
+	localTurn := ActiveTurn{Thread: "thread-1", Step: 2}
+	r.setActive(localTurn, true)
+	r.setActive(ActiveTurn{Thread: "origin/w#thread-7", Step: 1}, true)
+	local := escape(t, "sleep 30", "NERVE_THREAD=w#thread-1", "NERVE_STEP=2")
+	remote := escape(t, "sleep 30", "NERVE_THREAD=origin/w#thread-7", "NERVE_STEP=1")
+	killed := map[string]int{
+		"another step":      escape(t, "sleep 30", "NERVE_THREAD=w#thread-1", "NERVE_STEP=1"),
+		"an ended turn":     escape(t, "sleep 30", "NERVE_THREAD=w#thread-3", "NERVE_STEP=2"),
+		"a remote's thread": escape(t, "sleep 30", "NERVE_THREAD=other/w#thread-7", "NERVE_STEP=1"),
+		"no turn":           escape(t, "sleep 30", "HOME=/"),
+	}
+
+	r.sweep()
+	for name, pid := range killed {
+		if !gone(pid) {
+			t.Errorf("the escapee naming %s is left (state %s)", name, stateOf(pid))
+		}
+	}
+	for name, pid := range map[string]int{"local": local, "remote": remote} {
+		if procstat.Exited(pid) {
+			t.Errorf("the escapee of the running %s turn was ended", name)
+		}
+	}
+
+	r.setActive(localTurn, false)
+	r.sweep()
+	if !gone(local) {
+		t.Errorf("the escapee of the ended turn is left (state %s)", stateOf(local))
+	}
+	if procstat.Exited(remote) {
+		t.Error("the escapee of the turn still running was ended")
+	}
+}
+
+// Sweeps come every sweepPeriod too: a process whose turn ended with no
+// sweep after (it still had a parent then, or the sweep was cut short)
+// is caught without another turn ending.
+func TestPeriodicSweepCatchesALateEscapee(t *testing.T) {
+	r := reaperRunner(t)
+	defer func(p time.Duration) { sweepPeriod = p }(sweepPeriod)
+	sweepPeriod = 100 * time.Millisecond
+	turn := ActiveTurn{Thread: "thread-1", Step: 1}
+	r.setActive(turn, true)
+	stop := r.startSweeps()
+	defer stop()
+	late := escape(t, "sleep 30", "NERVE_THREAD=w#thread-1", "NERVE_STEP=1")
+	time.Sleep(3 * sweepPeriod)
+	if procstat.Exited(late) {
+		t.Fatal("a periodic sweep ended the escapee of a running turn")
+	}
+	r.setActive(turn, false) // no kick: no turn's end is reported
+	waitUntil(t, "the escapee to be killed", func() bool { return gone(late) })
+}
+
+// stateOf is a process's state letter ("Z": a zombie), "gone" when there
+// is none, for a test's failure.
+func stateOf(pid int) string {
+	f, err := procstat.Fields(pid)
+	if err != nil {
+		return "gone"
+	}
+	return f[0]
 }

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/nerve-agents/nerve/internal/procgroup"
 )
 
 // Manager runs git for the workspaces of one NERVE_HOME. Its zero value
@@ -86,6 +88,10 @@ var gitFlags = []string{
 
 // environ is the environment git runs in: the daemon's, without what would
 // point git at another repository, with prompts off and no system config.
+// ssh uses a connection master the user runs but starts none
+// (ControlPersist): one detaches from git, and in the daemon, its
+// subreaper, it would be taken for a turn's escapee and killed, its
+// process title having overwritten the environment that names git.
 func environ(extra []string) []string {
 	var env []string
 	sshSet := false
@@ -103,7 +109,7 @@ func environ(extra []string) []string {
 	}
 	env = append(env, "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C")
 	if !sshSet {
-		env = append(env, "GIT_SSH_COMMAND=ssh -o BatchMode=yes")
+		env = append(env, "GIT_SSH_COMMAND=ssh -o BatchMode=yes -o ControlMaster=no")
 	}
 	return append(env, extra...)
 }
@@ -150,19 +156,25 @@ func (m *Manager) runTo(ctx context.Context, dir string, env []string, w io.Writ
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, bin, append(append([]string{}, gitFlags...), args...)...)
+	// A process group of its own, registered while it runs: cancelling
+	// kills what git started (git-remote-https, ssh, index-pack) with it,
+	// and the daemon, their subreaper, reaps them afterwards.
+	cmd := procgroup.Command(ctx, bin, append(append([]string{}, gitFlags...), args...)...)
 	cmd.Dir = dir
 	cmd.Env = environ(env)
 	cmd.Stdout = w
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
+	if err := procgroup.Run(cmd); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		var ee *exec.ExitError
-		if errors.As(err, &ee) {
+		switch {
+		case errors.As(err, &ee):
 			return &gitError{args: args, stderr: stderr.String(), err: err}
+		case errors.Is(err, exec.ErrWaitDelay):
+			return wsErr(ErrGit, fmt.Sprintf("git %s exited, but a process it started kept its output open", verb(args)))
 		}
 		return wsErr(ErrGit, fmt.Sprintf("run git %s: %v", verb(args), err))
 	}
