@@ -13,13 +13,18 @@ import (
 	"github.com/nerve-agents/nerve/internal/procstat"
 )
 
-// An agent never approves its own work: an answer to a human turn is
+// An agent is kept from approving its own work: an answer to a human turn is
 // refused when the process that sent it (the socket's peer, from
 // SO_PEERCRED) descends from the daemon. The daemon starts no process but
 // its turns' and its own helpers' (git), and it is the subreaper of what
-// the turns start (reaper.go), so however a process detaches from its
-// turn it stays a descendant. A person answers from their own terminal,
-// the console from its own process, neither of them the daemon's.
+// they start (reaper.go), so a process that detaches from its turn
+// (setsid, a double fork) stays a descendant. A person answers from their
+// own terminal, the console from its own process, neither of them the
+// daemon's. Nor is a process a turn has had started by something outside
+// the daemon (systemd-run --user, a tmux server already running, ssh
+// localhost, at), and its answer passes for the person's: this guards
+// against an agent answering for the person from its own process tree,
+// not against every way one set on it could (README).
 
 type connKey struct{}
 
