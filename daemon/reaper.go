@@ -167,15 +167,40 @@ func (r *runner) strays(own int) []stray {
 // running that belong to nothing running) and the process groups of the
 // ones spared, which are not killed whole.
 func (r *runner) judge(found []stray) (doomed []stray, spared map[int]bool) {
+	var leaders []int // the running turns' and helpers' leaders, read once
 	for _, s := range found {
-		if !s.zombie && r.ownerRuns(s.pid) {
-			if spared == nil {
-				spared = map[int]bool{}
+		keep := false
+		if !s.zombie {
+			switch r.ownerOf(s.pid) {
+			case ownerRunning:
+				keep = true
+			case ownerUnknown:
+				if leaders == nil {
+					leaders = r.runningLeaders()
+				}
+				keep = startedUnderRunning(s.pid, leaders)
 			}
-			spared[s.pgid] = true
+		}
+		if !keep {
+			doomed = append(doomed, s)
 			continue
 		}
-		doomed = append(doomed, s)
+		if spared == nil {
+			spared = map[int]bool{}
+		}
+		spared[s.pgid] = true
 	}
 	return doomed, spared
+}
+
+// runningLeaders lists the leaders of the running turns' and helpers'
+// process groups (a leader's pid is its group's id).
+func (r *runner) runningLeaders() []int {
+	leaders := procgroup.HelperGroups()
+	r.mu.Lock()
+	for pgid := range r.groups {
+		leaders = append(leaders, pgid)
+	}
+	r.mu.Unlock()
+	return leaders
 }

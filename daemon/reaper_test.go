@@ -116,7 +116,9 @@ func TestSweepEndsWhatOutlivedItsTurn(t *testing.T) {
 		}
 	})
 	member, exitedMember := orphan(t, filepath.Join(dir, "member")), orphan(t, filepath.Join(dir, "exited-member"))
-	escaped, exited := escape(t, "sleep 30"), escape(t, wait)
+	// escaped names a turn that has ended (one naming nothing would be
+	// spared while the running turn, older than it, runs).
+	escaped, exited := escape(t, "sleep 30", "NERVE_THREAD=w#thread-9", "NERVE_STEP=1"), escape(t, wait)
 	os.Remove(release)
 	waitUntil(t, "zombies", func() bool { return zombie(exited) && zombie(exitedMember) })
 
@@ -302,4 +304,34 @@ func stateOf(pid int) string {
 		return "gone"
 	}
 	return f[0]
+}
+
+// A process whose environment names nothing (ssh's ControlPersist master
+// and perl's $0 overwrite what /proc/PID/environ reads) is spared while a
+// turn that was running when it started still runs, since that turn may
+// have started it, and killed once none does; one that started before
+// every running turn is no running turn's, and is killed at once.
+func TestSweepSparesAnUnnamedProcessOfARunningTurn(t *testing.T) {
+	r := reaperRunner(t)
+	before := escape(t, "sleep 30", "HOME=/")
+	time.Sleep(50 * time.Millisecond) // a later clock tick: start times count in 10 ms ticks
+	leader := startTurn(t, r, "sleep 30")
+	time.Sleep(50 * time.Millisecond)
+	unnamed := escape(t, "sleep 30", "HOME=/")
+
+	r.sweep()
+	if !gone(before) {
+		t.Errorf("the unnamed process started before the running turn is left (state %s)", stateOf(before))
+	}
+	if procstat.Exited(unnamed) {
+		t.Fatal("the unnamed process started during a running turn was ended while the turn runs")
+	}
+
+	r.forgetGroup("w#thread-1 step 1")
+	syscall.Kill(-leader.Process.Pid, syscall.SIGKILL)
+	leader.Wait()
+	r.sweep()
+	if !gone(unnamed) {
+		t.Errorf("the unnamed process is left after its turn ended (state %s)", stateOf(unnamed))
+	}
 }

@@ -106,6 +106,18 @@ func HelperGroup(pgid int) bool {
 	return ok
 }
 
+// HelperGroups lists the running helpers' process groups (each led by
+// its helper, whose pid it is).
+func HelperGroups() []int {
+	mu.Lock()
+	defer mu.Unlock()
+	out := make([]int, 0, len(helpers))
+	for pgid := range helpers {
+		out = append(out, pgid)
+	}
+	return out
+}
+
 // HelperRunning reports whether id, a HelperEnv value, names a running
 // helper.
 func HelperRunning(id string) bool {

@@ -42,6 +42,19 @@ func CPU(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * 10 * time.Millisecond, nil
 }
 
+// Started is when process pid started, in clock ticks since boot (field
+// 22): comparable between processes, not a wall time.
+func Started(pid int) (int64, error) {
+	f, err := Fields(pid)
+	if err != nil {
+		return 0, err
+	}
+	if len(f) < 20 {
+		return 0, fmt.Errorf("malformed stat")
+	}
+	return strconv.ParseInt(f[19], 10, 64)
+}
+
 // Exited reports whether process pid is gone: no such process, or one
 // that has exited and waits for its parent to reap it (a zombie). A
 // process whose parent is init (a daemon in its own session), and an init
