@@ -28,18 +28,18 @@ type Scratch struct {
 // thread's own, shared by its turns on this machine, when step is 0; one
 // turn's own otherwise.
 func (s Scratch) Dir(key string, step int) (string, error) {
-	base, err := s.base()
+	base, prefix, err := s.place()
 	if err != nil {
 		return "", err
 	}
 	if err := privateDir(base, true); err != nil {
 		return "", err
 	}
-	dir := filepath.Join(base, s.name(key, step))
+	dir := filepath.Join(base, name(prefix, key, step))
 	// The record first: Prune removes a directory without one (what a
 	// crash between the two left), so a prune running meanwhile must not
 	// find this one unrecorded.
-	if err := os.WriteFile(dir+".key", []byte(key+"\n"), 0o600); err != nil {
+	if err := record(dir+".key", key); err != nil {
 		return "", fmt.Errorf("record scratch directory %s: %w", dir, err)
 	}
 	if err := privateDir(dir, false); err != nil {
@@ -50,32 +50,32 @@ func (s Scratch) Dir(key string, step int) (string, error) {
 
 // Remove deletes a scratch directory Dir made (nothing when there is none).
 func (s Scratch) Remove(key string, step int) {
-	base, err := s.base()
+	base, prefix, err := s.place()
 	if err != nil {
 		return
 	}
-	dir := filepath.Join(base, s.name(key, step))
+	dir := filepath.Join(base, name(prefix, key, step))
 	_ = os.RemoveAll(dir)
 	_ = os.Remove(dir + ".key")
 }
 
 // Contains reports whether path is a scratch directory or inside one.
 func (s Scratch) Contains(path string) bool {
-	base, err := s.base()
+	base, _, err := s.place()
 	return err == nil && path != "" && within(absPath(path), base)
 }
 
 // Prune removes this NERVE_HOME's scratch directories of the threads keep
 // does not name, and those without a record (a crash while making one).
 func (s Scratch) Prune(keep func(key string) bool) []string {
-	base, err := s.base()
+	base, prefix, err := s.place()
 	if err != nil {
 		return nil
 	}
 	entries, _ := os.ReadDir(base)
 	var pruned []string
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), s.homeID()+"-") || strings.HasSuffix(e.Name(), ".key") {
+		if !strings.HasPrefix(e.Name(), prefix) || strings.HasSuffix(e.Name(), ".key") {
 			continue
 		}
 		dir := filepath.Join(base, e.Name())
@@ -90,36 +90,44 @@ func (s Scratch) Prune(keep func(key string) bool) []string {
 	return pruned
 }
 
-// name is a directory's name: the NERVE_HOME's id, then the thread's key
-// (and the turn's step) made safe, so two daemons never share one.
-func (s Scratch) name(key string, step int) string {
+// name is a directory's name: the NERVE_HOME's prefix, then the
+// thread's key (and the turn's step) made safe, so two daemons never
+// share one.
+func name(prefix, key string, step int) string {
 	if step > 0 {
 		key += "#step-" + strconv.Itoa(step)
 	}
-	return s.homeID() + "-" + dirName(key)
+	return prefix + dirName(key)
 }
 
-func (s Scratch) homeID() string {
-	sum := sha256.Sum256([]byte(absPath(s.Home)))
-	return hex.EncodeToString(sum[:6])
-}
-
-// base is the directory scratch directories go in: the user's cache, else
-// the temporary directory; never NERVE_HOME, a directory inside it or one
-// holding it.
-func (s Scratch) base() (string, error) {
+// place is where this NERVE_HOME's scratch directories go, and the prefix
+// of their names there (an id of NERVE_HOME). They go in the user's
+// cache, else the temporary directory; never NERVE_HOME, a directory
+// inside it or one holding it.
+func (s Scratch) place() (base, prefix string, err error) {
 	home := absPath(s.Home)
-	var bases []string
+	sum := sha256.Sum256([]byte(home))
+	prefix = hex.EncodeToString(sum[:6]) + "-"
+	outside := func(b string) bool { return !within(b, home) && !within(home, b) }
 	if cache, err := os.UserCacheDir(); err == nil {
-		bases = append(bases, filepath.Join(absPath(cache), "nerve", "scratch"))
-	}
-	bases = append(bases, filepath.Join(absPath(os.TempDir()), "nerve-scratch-"+strconv.Itoa(os.Getuid())))
-	for _, b := range bases {
-		if !within(b, home) && !within(home, b) {
-			return b, nil
+		if b := filepath.Join(absPath(cache), "nerve", "scratch"); outside(b) {
+			return b, prefix, nil
 		}
 	}
-	return "", fmt.Errorf("no directory for scratch outside NERVE_HOME %s (set XDG_CACHE_HOME or TMPDIR elsewhere)", home)
+	if b := filepath.Join(absPath(os.TempDir()), "nerve-scratch-"+strconv.Itoa(os.Getuid())); outside(b) {
+		return b, prefix, nil
+	}
+	return "", "", fmt.Errorf("no directory for scratch outside NERVE_HOME %s (set XDG_CACHE_HOME or TMPDIR elsewhere)", home)
+}
+
+// record writes key to path unless it holds it already: rewriting it
+// at every turn cost most of making a turn's directory.
+func record(path, key string) error {
+	want := key + "\n"
+	if b, err := os.ReadFile(path); err == nil && string(b) == want {
+		return nil
+	}
+	return os.WriteFile(path, []byte(want), 0o600)
 }
 
 // privateDir makes dir a directory of this user's that no one else may
