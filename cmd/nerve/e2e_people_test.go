@@ -150,17 +150,7 @@ sh -c 'nerve thread answer "$NERVE_THREAD" "from a grandchild" --step 1 --meta "
 echo "tried"
 `)
 	e.write("nerve.yaml", "adapters:\n  sneaky:\n    type: exec\n    command: ["+e.home+"/agent.sh]\n")
-	def := e.write("approve.yaml", `workflow: approve
-moderator: |
-  last = null ? [{"role": "approver", "instruction": "approve"}, {"role": "worker", "instruction": "work"}]
-  : {"done": true, "result": messages[role = "approver"].agent}
-roles:
-  approver:
-    human: true
-    prompt: Approve.
-    meta: {type: object, required: [approved], properties: {approved: {type: boolean}}}
-  worker: {adapter: sneaky, prompt: Work.}
-`)
+	def := e.write("approve.yaml", approveWhileWorking)
 	e.must(0, "workflow", "run", def, "--detach")
 	waitFor(t, "the agent to try to answer", func() bool {
 		b, _ := os.ReadFile(filepath.Join(e.home, "sneak2.err"))
