@@ -89,7 +89,7 @@ func RemoveRemote(path, name string) (bool, error) {
 // editFile applies edit to the YAML document of path under path's lock,
 // so concurrent edits serialise instead of overwriting one another.
 func editFile(path string, edit func(doc *yaml.Node) error) error {
-	return withFileLock(path, func() error { return editLocked(path, edit) })
+	return atomicfile.WithLock(path, func() error { return editLocked(path, edit) })
 }
 
 func editLocked(path string, edit func(doc *yaml.Node) error) error {

@@ -73,7 +73,7 @@ func WriteInitial(path, name string) (bool, error) {
 		return false, err
 	}
 	wrote := false
-	err = withFileLock(path, func() error {
+	err = atomicfile.WithLock(path, func() error {
 		if _, err := os.Stat(path); err == nil {
 			return nil
 		} else if !errors.Is(err, fs.ErrNotExist) {

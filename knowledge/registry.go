@@ -10,8 +10,6 @@ import (
 	"sort"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/nerve-agents/nerve/internal/atomicfile"
 )
 
@@ -59,14 +57,11 @@ func (r Registry) Remember(root string, at time.Time) error {
 	if err := os.MkdirAll(r.Home, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", r.Home, err)
 	}
-	lock, err := os.OpenFile(r.file()+".lock", os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return fmt.Errorf("lock %s: %w", r.file(), err)
-	}
-	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		return fmt.Errorf("lock %s: %w", r.file(), err)
-	}
+	return atomicfile.WithLock(r.file(), func() error { return r.remember(root, at) })
+}
+
+// remember is Remember under the registry's lock.
+func (r Registry) remember(root string, at time.Time) error {
 	repos, err := r.List()
 	if err != nil {
 		repos = nil // a corrupt file is rebuilt from what syncs say next

@@ -68,13 +68,3 @@ func write(path string, data []byte, mode os.FileMode, sync bool) error {
 
 // tempPattern names the temp files of path's writes.
 func tempPattern(path string) string { return "." + filepath.Base(path) + ".tmp-*" }
-
-// RemoveLeftovers removes the temp files that writes of path killed
-// midway left behind. Only a caller that knows no write of path is under
-// way (one that holds a lock every writer of path takes) may call it.
-func RemoveLeftovers(path string) {
-	left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), tempPattern(path)))
-	for _, f := range left {
-		os.Remove(f)
-	}
-}
