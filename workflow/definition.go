@@ -42,6 +42,10 @@ type Definition struct {
 	// nameLine is the line of the workflow key, for a name other files
 	// also take.
 	nameLine int
+	// modLine is the line of the moderator key; modFile the .jsonata file
+	// it names, "" when inline: where a problem in its source is.
+	modLine int
+	modFile string
 	// Source is the definition with its moderator inlined: what a thread
 	// keeps so it can resume, and what `workflow push` publishes.
 	Source []byte
@@ -220,7 +224,10 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), o pa
 	} else if m, err := CompileModerator(src); err != nil {
 		bad("moderator", "%s", err)
 	} else {
-		d.Moderator = m
+		d.Moderator, d.modLine = m, lines.Line("moderator")
+		if moderatorFile(f.Moderator) {
+			d.modFile = strings.TrimSpace(f.Moderator)
+		}
 	}
 	if len(errs) > 0 {
 		slices.SortStableFunc(errs, func(a, b *yamlfile.Error) int { return a.Line - b.Line })
@@ -283,7 +290,7 @@ func moderatorSource(field string, readFile func(string) ([]byte, error)) (strin
 	if field == "" {
 		return "", fmt.Errorf("is required: a JSONata expression or a .jsonata file beside the definition")
 	}
-	if strings.HasSuffix(field, ".jsonata") && !strings.ContainsAny(field, "\n ()") {
+	if moderatorFile(field) {
 		if readFile == nil {
 			return "", fmt.Errorf("names file %q, but this definition has no directory to read it from", field)
 		}
@@ -294,6 +301,12 @@ func moderatorSource(field string, readFile func(string) ([]byte, error)) (strin
 		return string(b), nil
 	}
 	return field, nil
+}
+
+// moderatorFile says whether a moderator field names a file.
+func moderatorFile(field string) bool {
+	field = strings.TrimSpace(field)
+	return strings.HasSuffix(field, ".jsonata") && !strings.ContainsAny(field, "\n ()")
 }
 
 func compileSchema(id string, meta map[string]any) (*jsonschema.Schema, error) {

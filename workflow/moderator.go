@@ -39,9 +39,10 @@ func (m *Moderator) Source() string { return m.src }
 func (m *Moderator) Eval(ctx context.Context, s State) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, moderatorTimeout)
 	defer cancel()
-	out, err := m.expr.Eval(ctx, s.document())
+	doc := s.document()
+	out, err := m.expr.Eval(ctx, doc)
 	if err != nil {
-		return nil, err
+		return nil, m.locate(ctx, doc, err)
 	}
 	// Plain maps, slices and nil, whatever gnata uses inside.
 	return gnata.NormalizeValue(out), nil

@@ -54,7 +54,8 @@ func newCmdValidate(f *Factory, runF func(*validateOptions) error) *cobra.Comman
 		Short: "Check nerve.yaml and every workflow definition, reporting all problems",
 		Long: `Check nerve.yaml and every workflow definition in the workflow directories,
 and the definition files named, reporting all problems at once: moderators
-compile, schemas are valid, local workflows' roles name adapters that exist,
+compile and call no function that neither JSONata nor they define, schemas
+are valid, local workflows' roles name adapters that exist,
 reflexes start workflows that exist with inputs they accept. Exit 2 when
 anything is wrong.`,
 		Example: `  nerve validate

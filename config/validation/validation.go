@@ -48,7 +48,8 @@ func (r Report) Problems() yamlfile.Errors {
 // Check validates a loaded configuration (config.Load has checked
 // nerve.yaml on its own) together with the workflows it points at: each
 // definition parses (its moderator compiles, its meta schemas are valid),
-// a local workflow's roles name adapters that exist, and reflexes name
+// its moderator calls no function that nobody defines, a local workflow's
+// roles name adapters that exist, and reflexes name
 // local workflows that exist and inputs they accept.
 func Check(cfg *config.Config) Report {
 	return check(cfg, nil, nil)
@@ -81,7 +82,7 @@ func check(cfg *config.Config, loadErrs yamlfile.Errors, files []string) Report 
 			w.Problems = Errors(e.Err)
 		} else {
 			defs[e.Name] = e.Def
-			w.Problems = RoleAdapters(e.Def, cfg)
+			w.Problems = append(RoleAdapters(e.Def, cfg), e.Def.UnknownFunctions()...)
 		}
 		rep.Workflows = append(rep.Workflows, w)
 	}
@@ -92,7 +93,7 @@ func check(cfg *config.Config, loadErrs yamlfile.Errors, files []string) Report 
 		if err != nil {
 			w.Problems = Errors(err)
 		} else {
-			w.Name, w.Def, w.Problems = def.Name, def, RoleAdapters(def, cfg)
+			w.Name, w.Def, w.Problems = def.Name, def, append(RoleAdapters(def, cfg), def.UnknownFunctions()...)
 		}
 		rep.Workflows = append(rep.Workflows, w)
 	}
