@@ -19,18 +19,17 @@ func OverBudget(d *Definition, t *Thread) string { return d.Budget().Exceeded(t.
 
 // routeWithin is Route, but a thread over its budget fails instead of being
 // given more turns. What children its agents started spent counts, though
-// only the commit of this decision adds it to t's totals.
+// only the commit of this decision adds it to t's totals; the moderator's
+// document has it too.
 func (e *Engine) routeWithin(ctx context.Context, d *Definition, t *Thread, s State) (Decision, error) {
-	if b := d.Budget(); b != (usage.Limits{}) {
-		spent := t.Usage
-		late, err := e.Store.ChildSpend(t.ID)
-		if err != nil {
-			return Decision{}, err
-		}
-		spent.Merge(late)
-		if reason := b.Exceeded(spent); reason != "" {
-			return Decision{Fail: reason}, nil
-		}
+	late, err := e.Store.ChildSpend(t.ID)
+	if err != nil {
+		return Decision{}, err
+	}
+	s.Usage = t.Usage
+	s.Usage.Merge(late)
+	if reason := d.Budget().Exceeded(s.Usage); reason != "" {
+		return Decision{Fail: reason}, nil
 	}
 	return Route(ctx, d, s)
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/recolabs/gnata"
+
+	"github.com/nerve-agents/nerve/internal/usage"
 )
 
 // jsonNull is gnata's JSON null. Go's nil means "undefined" to JSONata, so
@@ -42,12 +44,26 @@ func (s State) document() map[string]any {
 		"step":     float64(s.Step),
 		"messages": msgs,
 		"last":     last,
+		"usage":    totalsDoc(s.Usage),
 	}
 	if ws {
 		w := s.Workspace
 		doc["workspace"] = map[string]any{"repo": w.Repo, "base": w.Base, "branch": w.Branch, "head": w.Head}
 	}
 	return doc
+}
+
+// totalsDoc is t in its JSON shape (cost null when none is known).
+func totalsDoc(t usage.Totals) map[string]any {
+	var cost any = jsonNull
+	if t.CostUSD != nil {
+		cost = *t.CostUSD
+	}
+	return map[string]any{
+		"messages": float64(t.Messages), "input_tokens": float64(t.InputTokens), "output_tokens": float64(t.OutputTokens),
+		"cache_read_tokens": float64(t.CacheReadTokens), "cost_usd": cost, "unpriced": float64(t.Unpriced),
+		"duration_ms": float64(t.DurationMS),
+	}
 }
 
 // document is m's moderator document; ws: its thread has a workspace, so

@@ -2,12 +2,15 @@ package workflow
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nerve-agents/nerve/internal/usage"
 )
 
 func defWith(t *testing.T, moderator string, maxSteps int) *Definition {
@@ -118,5 +121,23 @@ func TestModeratorTimeout(t *testing.T) {
 	}
 	if time.Since(start) > 5*time.Second {
 		t.Fatal("the moderator deadline was not honoured")
+	}
+}
+
+// The document's usage is the thread's totals so far, cost null while no
+// answer had one.
+func TestDocumentUsage(t *testing.T) {
+	d := defWith(t, `{"done": true, "result": usage}`, 0)
+	th := &Thread{ID: "thread-1", Workflow: "m"}
+	for _, want := range []string{
+		`{"cache_read_tokens":0,"cost_usd":null,"duration_ms":0,"input_tokens":0,"messages":0,"output_tokens":0,"unpriced":0}`,
+		`{"cache_read_tokens":0,"cost_usd":0.5,"duration_ms":9,"input_tokens":5,"messages":1,"output_tokens":2,"unpriced":0}`,
+	} {
+		dec, err := Route(context.Background(), d, NewState(th, nil))
+		got, _ := json.Marshal(dec.Result)
+		if err != nil || string(got) != want {
+			t.Fatalf("got %s, %v; want %s", got, err, want)
+		}
+		th.Usage.Add(&usage.Usage{InputTokens: usage.Int(5), OutputTokens: usage.Int(2), CostUSD: usage.Float(0.5), DurationMS: 9})
 	}
 }

@@ -148,6 +148,9 @@ type State struct {
 	// Workspace is the thread's, when it has one: then every message in
 	// the document has commit and changes (null when absent).
 	Workspace *Workspace `json:"workspace,omitempty"`
+	// Usage is the thread's totals so far, its children's included as its
+	// budget counts them (a thread's usage in `workflow run --json`).
+	Usage usage.Totals `json:"usage"`
 
 	docs *DocCache
 }
@@ -161,7 +164,7 @@ func (s State) WithCache(c *DocCache) State {
 // NewState builds the moderator's input from a thread and its messages
 // (in step order).
 func NewState(t *Thread, msgs []Message) State {
-	s := State{Workflow: t.Workflow, Thread: t.ID, Input: t.Input, Step: t.Step, Messages: msgs, Workspace: t.Workspace}
+	s := State{Workflow: t.Workflow, Thread: t.ID, Input: t.Input, Step: t.Step, Messages: msgs, Workspace: t.Workspace, Usage: t.Usage}
 	if s.Messages == nil {
 		s.Messages = []Message{}
 	}
