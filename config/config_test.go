@@ -194,8 +194,8 @@ func TestWatchSeesRenameIntoPlace(t *testing.T) {
 	changed := make(chan struct{}, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go config.Watch(ctx, file, func() { changed <- struct{}{} })
-	time.Sleep(100 * time.Millisecond) // let the watcher start
+	w := config.NewWatcher(file)
+	go w.Run(ctx, func() { changed <- struct{}{} })
 	tmp := filepath.Join(dir, ".nerve.yaml.tmp")
 	os.WriteFile(tmp, []byte("agent: {name: b}\n"), 0o600)
 	if err := os.Rename(tmp, file); err != nil {

@@ -56,6 +56,7 @@ type Daemon struct {
 	mu       sync.RWMutex
 	cfg      *config.Config
 	cfgState ConfigState
+	cfgWatch *config.Watcher // nil: no hot reload
 	senses   *senseSet
 }
 
