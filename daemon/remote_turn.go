@@ -3,6 +3,8 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +30,14 @@ func (r *runner) RunTurn(remoteName string, t api.Turn, adapterName string, done
 	go func() {
 		defer r.wg.Done()
 		defer done()
+		defer func() {
+			// What runs the adapter recovers in guard; this keeps the
+			// daemon alive through a panic anywhere else in the turn (its
+			// claim, if still recorded, is given back at the next start).
+			if p := recover(); p != nil {
+				r.d.log.Error("remote turn panicked", "remote", remoteName, "turn", t.Turn, "panic", p, "stack", string(debug.Stack()))
+			}
+		}()
 		r.runRemoteTurn(remoteName, t, adapterName, done)
 	}()
 }
@@ -84,13 +94,12 @@ func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string
 	defer cancel(nil)
 	ctx, span := r.startRemoteSpan(ctx, cl.BaseURL, remoteName, t, adapterName)
 	hbDone := r.heartbeat(ctx, cancel, cl, t)
-	var resp api.Response
-	var ok bool
-	if t.Merge != nil {
-		resp, ok = r.execMerge(ctx, remoteName, t)
-	} else {
-		resp, ok = r.execRemote(ctx, cl, remoteName, t, adapterName)
-	}
+	resp, ok := r.guard(remoteName, t, adapterName, func() (api.Response, bool) {
+		if t.Merge != nil {
+			return r.execMerge(ctx, remoteName, t)
+		}
+		return r.execRemote(ctx, cl, remoteName, t, adapterName)
+	})
 	ran := time.Now()
 	cancel(nil)
 	<-hbDone
@@ -127,6 +136,24 @@ func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string
 		"outbox", queued.Sub(ran), "send", time.Since(queued), "sent", sent)
 }
 
+// guard runs a remote turn's work; a panic in it fails the turn, with an
+// answer of error kind internal sent as any other, instead of ending the
+// daemon and every turn it runs (a local thread's panic is recovered in
+// launch).
+func (r *runner) guard(remoteName string, t api.Turn, adapterName string, run func() (api.Response, bool)) (resp api.Response, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.d.log.Error("remote turn panicked; it fails", "remote", remoteName, "turn", t.Turn, "panic", p, "stack", string(debug.Stack()))
+			resp, ok = api.Response{Claim: t.Claim, Adapter: adapterName, Error: &workflow.MessageError{Kind: errorKindInternal,
+				Message: fmt.Sprintf("internal error in agent %s's daemon: %v", r.d.config().Agent.Name, p)}}, true
+		}
+	}()
+	return run()
+}
+
+// errorKindInternal is a turn's error kind when nerve itself failed.
+const errorKindInternal = "internal"
+
 // settleTree keeps a remote thread's worktree for its next turn here,
 // or removes it when the thread ended with this turn's answer, and
 // removes the worktrees of remote threads idle here for remoteTreeIdle.
@@ -150,7 +177,15 @@ func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName s
 	ref := workflow.Ref{Remote: remoteName, Workflow: t.Workflow, Thread: t.Thread}.String()
 	key := historyKey(remoteName, t)
 	roleCh := make(chan *workflow.Role, 1)
-	go func() { roleCh <- r.d.remoteRole(ctx, cl, remoteName, t) }()
+	go func() {
+		defer func() {
+			if p := recover(); p != nil { // not the turn's goroutine: guard does not see it
+				r.d.log.Error("reading a remote role panicked; no structured output", "turn", t.Turn, "panic", p, "stack", string(debug.Stack()))
+				roleCh <- nil
+			}
+		}()
+		roleCh <- r.d.remoteRole(ctx, cl, remoteName, t)
+	}()
 	history, err := r.hist.get(ctx, cl, key, t.Thread, t.Step)
 	if err != nil && ctx.Err() == nil {
 		r.d.log.Warn("read remote thread for its snapshot", "thread", ref, "err", err)
