@@ -30,3 +30,21 @@ roles:
 		}
 	}
 }
+
+// max_concurrent_turns: 1.5 is a config error, as `nerve validate` says
+// (exit 2), and the daemon keeps its config rather than reload it cut to
+// one turn at a time.
+func TestE2EFractionalMaxConcurrentTurnsRefused(t *testing.T) {
+	e := newEnv(t)
+	e.write("nerve.yaml", "agent: {max_concurrent_turns: 3}\n")
+	e.must(0, "daemon", "start")
+	e.write("nerve.yaml", "agent: {max_concurrent_turns: 1.5}\n")
+	r := e.must(2, "validate")
+	if want := "nerve.yaml:1: agent.max_concurrent_turns: want a whole number, got 1.5"; !strings.Contains(r.stdout+r.stderr, want) {
+		t.Fatalf("validate: want %q in\n%s", want, r)
+	}
+	r = e.must(0, "daemon", "status")
+	if !strings.Contains(r.stdout, "capacity 3") || !strings.Contains(r.stdout, "LAST RELOAD FAILED") || !strings.Contains(r.stdout, "got 1.5") {
+		t.Fatalf("the daemon took max_concurrent_turns: 1.5:\n%s", r)
+	}
+}
