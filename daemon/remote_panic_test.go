@@ -57,6 +57,23 @@ func claimOne(t *testing.T, cl *remote.Client) api.Turn {
 	return got[0]
 }
 
+// remoteDaemon is a daemon's runner, store, gate and outbox over a fresh
+// NERVE_HOME, without its socket, enrolled in cl's remote as "origin"
+// with an exec adapter "fragile" that answers "fine".
+func remoteDaemon(t *testing.T, cl *remote.Client) *Daemon {
+	t.Helper()
+	home := t.TempDir()
+	if err := remote.SaveToken(home, "origin", cl.Token); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Defaults(home)
+	cfg.Remotes["origin"] = config.Remote{URL: cl.BaseURL}
+	cfg.Adapters["fragile"] = config.Adapter{Type: "exec", Command: []string{"sh", "-c", "echo fine"}}
+	d, _ := newGatedDaemon(t, cfg)
+	d.outbox = newOutbox(d)
+	return d
+}
+
 // runClaimed runs a claimed turn as the khala sense hands it over, and
 // waits until its slot is freed and the turn's goroutine is done.
 func runClaimed(t *testing.T, d *Daemon, turn api.Turn, adapterName string) {
@@ -91,16 +108,8 @@ roles:
 	if err != nil {
 		t.Fatal(err)
 	}
-	home := t.TempDir()
-	if err := remote.SaveToken(home, "origin", cl.Token); err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Defaults(home)
-	cfg.Remotes["origin"] = config.Remote{URL: cl.BaseURL}
-	cfg.Adapters["fragile"] = config.Adapter{Type: "exec", Command: []string{"sh", "-c", "echo fine"}}
-	d, _ := newGatedDaemon(t, cfg)
-	d.rdefs.defs, d.rdefs.byThread = map[string]*workflow.Definition{}, map[string]*workflow.Definition{}
-	d.outbox = newOutbox(d)
+	d := remoteDaemon(t, cl)
+	home := d.paths.Home
 	var made atomic.Int32
 	r := d.runner
 	r.exec = reflex.NewExecutor(reflex.Deps{Config: d.config, Home: home, Snapshots: r.snaps, Procs: r, Tracker: r,

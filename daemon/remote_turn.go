@@ -129,8 +129,12 @@ func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string
 	if m, ok := ans.Message(t, resp); sent && ok && t.Merge == nil {
 		r.hist.add(historyKey(remoteName, t), m)
 	}
+	ended := sent && ans.Status != "" && ans.Status != workflow.StatusRunning
+	if ended {
+		r.d.rdefs.forget(historyKey(remoteName, t))
+	}
 	if t.Workspace != nil {
-		r.settleTree(historyKey(remoteName, t), sent && ans.Status != "" && ans.Status != workflow.StatusRunning)
+		r.settleTree(historyKey(remoteName, t), ended)
 	}
 	r.d.log.Debug("remote turn", "turn", t.Turn, "remote", remoteName, "run", ran.Sub(start),
 		"outbox", queued.Sub(ran), "send", time.Since(queued), "sent", sent)
@@ -177,6 +181,10 @@ func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName s
 	ref := workflow.Ref{Remote: remoteName, Workflow: t.Workflow, Thread: t.Thread}.String()
 	key := historyKey(remoteName, t)
 	roleCh := make(chan *workflow.Role, 1)
+	// The turn waits for the role's definition before it ends, so a
+	// thread's definition is remembered before its end forgets it.
+	role := sync.OnceValue(func() *workflow.Role { return <-roleCh })
+	defer role()
 	go func() {
 		defer func() {
 			if p := recover(); p != nil { // not the turn's goroutine: guard does not see it
@@ -204,7 +212,7 @@ func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName s
 		Thread: ref, Ref: ref, Key: key, Step: t.Step, Role: t.Role, Adapter: adapterName,
 		Prompt: t.Prompt, History: history, OwnScratch: true,
 		Workspace: remoteWorkspace(t, key),
-		RoleDef:   func() *workflow.Role { return <-roleCh },
+		RoleDef:   role,
 		Detected:  func(e workflow.Event) { r.reportDetection(ctx, cl, t, e) },
 	})
 	if !ok {
@@ -262,53 +270,6 @@ func (r *runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 		}
 	}()
 	return done
-}
-
-// maxThreadDefs bounds the threads whose definition is remembered.
-const maxThreadDefs = 256
-
-// remoteDefs caches remote definitions by remote, workflow and version,
-// for the meta schema of a role, and which one each thread uses: a
-// thread keeps its definition, so its later turns need not ask again.
-type remoteDefs struct {
-	mu       sync.Mutex
-	defs     map[string]*workflow.Definition
-	byThread map[string]*workflow.Definition
-}
-
-// remoteRole returns the role's definition, or nil when the workflow
-// cannot be read (then no structured output is extracted).
-func (d *Daemon) remoteRole(ctx context.Context, cl *remote.Client, remoteName string, t api.Turn) *workflow.Role {
-	thread := historyKey(remoteName, t)
-	d.rdefs.mu.Lock()
-	def := d.rdefs.byThread[thread]
-	d.rdefs.mu.Unlock()
-	if def != nil {
-		return def.Roles[t.Role]
-	}
-	w, err := cl.Workflow(ctx, t.Workflow)
-	if err != nil {
-		d.log.Warn("read remote workflow", "remote", remoteName, "workflow", t.Workflow, "err", err)
-		return nil
-	}
-	key := remoteName + "/" + t.Workflow + "@" + w.Version
-	d.rdefs.mu.Lock()
-	def, ok := d.rdefs.defs[key]
-	d.rdefs.mu.Unlock()
-	if !ok {
-		if def, err = workflow.ParseStored(key, []byte(w.Source)); err != nil {
-			d.log.Warn("parse remote workflow", "workflow", key, "err", err)
-			return nil
-		}
-	}
-	d.rdefs.mu.Lock()
-	d.rdefs.defs[key] = def
-	if len(d.rdefs.byThread) >= maxThreadDefs {
-		clear(d.rdefs.byThread)
-	}
-	d.rdefs.byThread[thread] = def
-	d.rdefs.mu.Unlock()
-	return def.Roles[t.Role]
 }
 
 // maxDetectionMessage keeps a detection's message within what Khala
