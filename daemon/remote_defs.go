@@ -90,13 +90,6 @@ func (c *remoteDefs) release(thread string) {
 	}
 }
 
-// versions is how many definitions are cached.
-func (c *remoteDefs) versions() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.defs)
-}
-
 // remoteRole returns the role's definition, or nil when the workflow
 // cannot be read (then no structured output is extracted).
 func (d *Daemon) remoteRole(ctx context.Context, cl *remote.Client, remoteName string, t api.Turn) *workflow.Role {

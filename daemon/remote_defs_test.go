@@ -18,7 +18,7 @@ func TestRemoteDefinitionsGoWithTheirThreads(t *testing.T) {
 	}
 	d := remoteDaemon(t, cl)
 	runClaimed(t, d, claimOne(t, cl), "fragile") // thread A, turn 1 of 2, under v1
-	if n := d.rdefs.versions(); n != 1 {
+	if n := cachedVersions(d); n != 1 {
 		t.Fatalf("%d versions cached after a turn, want 1", n)
 	}
 	a2 := claimOne(t, cl)
@@ -31,14 +31,21 @@ func TestRemoteDefinitionsGoWithTheirThreads(t *testing.T) {
 		t.Fatal(err)
 	}
 	runClaimed(t, d, claimOne(t, cl), "fragile")
-	if n := d.rdefs.versions(); n != 1 {
+	if n := cachedVersions(d); n != 1 {
 		t.Fatalf("%d versions cached after thread B ended, want 1 (v1, which thread A still uses)", n)
 	}
 	if d.rdefs.thread(historyKey("origin", a2)) == nil {
 		t.Fatal("thread A's definition was dropped while it runs")
 	}
 	runClaimed(t, d, a2, "fragile") // thread A ends
-	if n := d.rdefs.versions(); n != 0 {
+	if n := cachedVersions(d); n != 0 {
 		t.Fatalf("%d versions cached after every thread ended, want 0", n)
 	}
+}
+
+// cachedVersions is how many remote definitions d keeps.
+func cachedVersions(d *Daemon) int {
+	d.rdefs.mu.Lock()
+	defer d.rdefs.mu.Unlock()
+	return len(d.rdefs.defs)
 }
