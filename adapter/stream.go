@@ -175,17 +175,6 @@ func jsonLine(line []byte, v any) bool {
 	return json.Unmarshal(line, v) == nil
 }
 
-// lineType reads just the "type" of an event line.
-func lineType(line []byte) (string, bool) {
-	var ev struct {
-		Type string `json:"type"`
-	}
-	if !jsonLine(line, &ev) {
-		return "", false
-	}
-	return ev.Type, true
-}
-
 // noResult is the reason given when a stream ended without its final event.
 func noResult(event string, last []string) string {
 	s := "no " + event + " event"

@@ -112,6 +112,7 @@ func TestBadFiles(t *testing.T) {
 		{"metrics on every interface", "daemon:\n  metrics_addr: 0.0.0.0:9464\n", `daemon.metrics_addr: "0.0.0.0:9464" is not a loopback address`, 2},
 		{"metrics on a host name", "daemon:\n  metrics_addr: example.com:9464\n", "is not a loopback address", 2},
 		{"metrics without a port", "daemon:\n  metrics_addr: 127.0.0.1\n", "is not host:port", 2},
+		{"max_concurrent_turns with a fraction", "agent:\n  max_concurrent_turns: 1.5\n", "agent.max_concurrent_turns: want a whole number, got 1.5", 2},
 		{"extract without model", "extract:\n  base_url: http://127.0.0.1:1/v1\n", "extract.model: is required", 1},
 	}
 	for _, tc := range cases {
@@ -194,8 +195,8 @@ func TestWatchSeesRenameIntoPlace(t *testing.T) {
 	changed := make(chan struct{}, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go config.Watch(ctx, file, func() { changed <- struct{}{} })
-	time.Sleep(100 * time.Millisecond) // let the watcher start
+	w := config.NewWatcher(file)
+	go w.Run(ctx, func() { changed <- struct{}{} })
 	tmp := filepath.Join(dir, ".nerve.yaml.tmp")
 	os.WriteFile(tmp, []byte("agent: {name: b}\n"), 0o600)
 	if err := os.Rename(tmp, file); err != nil {

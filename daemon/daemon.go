@@ -18,7 +18,6 @@ import (
 	"github.com/nerve-agents/nerve/reflex"
 	"github.com/nerve-agents/nerve/sense"
 	"github.com/nerve-agents/nerve/store"
-	"github.com/nerve-agents/nerve/workflow"
 )
 
 // Options configure a daemon run.
@@ -56,6 +55,7 @@ type Daemon struct {
 	mu       sync.RWMutex
 	cfg      *config.Config
 	cfgState ConfigState
+	cfgWatch *config.Watcher // nil: no hot reload
 	senses   *senseSet
 }
 
@@ -111,8 +111,6 @@ func Run(ctx context.Context, opts Options) error {
 	d.runner = newRunner(d, workCtx)
 	d.outbox = newOutbox(d)
 	d.capacity = sense.NewCapacity(cfg.Agent.MaxConcurrentTurns)
-	d.rdefs.defs = map[string]*workflow.Definition{}
-	d.rdefs.byThread = map[string]*workflow.Definition{}
 
 	if addr := cfg.Daemon.MetricsAddr; addr != "" {
 		_, stopMetrics, err := d.serveMetrics(addr)

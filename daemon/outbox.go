@@ -2,20 +2,25 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/nerve-agents/nerve/internal/telemetry"
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/store"
 )
 
 // outbox delivers responses written to nerve.db, until each is accepted
 // (200) or refused for good (409: the claim was no longer ours; 403
-// not_holder: the remote says it is another agent's), with backoff while a
-// remote is down or refuses otherwise. A restart resumes it from the store.
+// not_holder: the remote says it is another agent's; 404 or 400 with
+// Khala's own code: the turn is unknown or the answer malformed), with
+// backoff while a remote is down, and for the one response a remote
+// refuses otherwise (a proxy's 404 during a redeploy). A restart resumes
+// it from the store.
 type outbox struct {
 	d    *Daemon
 	wake chan struct{}
@@ -23,12 +28,14 @@ type outbox struct {
 	mu       sync.Mutex
 	backoff  map[string]time.Time // remote -> not before
 	fails    map[string]int
+	held     map[uint64]time.Time // one response refused -> not before
+	refusals map[uint64]int
 	inflight map[uint64]bool // being sent by sendNow
 }
 
 func newOutbox(d *Daemon) *outbox {
 	return &outbox{d: d, wake: make(chan struct{}, 1), backoff: map[string]time.Time{}, fails: map[string]int{},
-		inflight: map[uint64]bool{}}
+		held: map[uint64]time.Time{}, refusals: map[uint64]int{}, inflight: map[uint64]bool{}}
 }
 
 // kick asks for a delivery round now.
@@ -72,7 +79,7 @@ func (o *outbox) flush(ctx context.Context) int {
 			return len(items)
 		}
 		o.mu.Lock()
-		wait := time.Until(o.backoff[it.Remote])
+		wait := max(time.Until(o.backoff[it.Remote]), time.Until(o.held[it.Seq]))
 		busy := o.inflight[it.Seq]
 		o.mu.Unlock()
 		if wait > 0 || busy {
@@ -142,17 +149,41 @@ func (o *outbox) settle(it store.OutboxItem, err error) bool {
 		// Retrying cannot help: the turn was leased to another agent name
 		// (this agent's token for the remote changed since it claimed).
 		o.d.log.Error("response refused: the turn is held by another agent; dropped", "remote", it.Remote, "turn", it.Turn, "err", err)
-	case remote.IsStatus(err, http.StatusNotFound), remote.IsStatus(err, http.StatusBadRequest):
+	case refusedForGood(err):
 		o.d.log.Error("response undeliverable; dropped", "remote", it.Remote, "turn", it.Turn, "err", err)
+	case remote.IsStatus(err, http.StatusNotFound), remote.IsStatus(err, http.StatusBadRequest):
+		// Not Khala's word on the turn: this response waits, the
+		// remote's others go on.
+		o.hold(it, err)
+		return false
 	default:
 		o.delay(it.Remote, err)
 		return false
 	}
 	o.mu.Lock()
 	delete(o.fails, it.Remote)
+	delete(o.held, it.Seq)
+	delete(o.refusals, it.Seq)
 	o.mu.Unlock()
 	o.d.store.Delivered(it.Seq)
 	return true
+}
+
+// refusedForGood reports whether err is a 404 or 400 with Khala's own
+// code: the turn or its thread does not exist, or the answer is
+// malformed; sending it again cannot help.
+func refusedForGood(err error) bool {
+	var e *remote.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch {
+	case e.Status == http.StatusNotFound:
+		return e.Code == api.CodeNotFound
+	case e.Status == http.StatusBadRequest:
+		return e.Code == api.CodeBadRequest || e.Code == api.CodeInvalidInput
+	}
+	return false
 }
 
 // delay backs a remote off exponentially, logging the first failure only.
@@ -164,8 +195,26 @@ func (o *outbox) delay(remoteName string, err error) {
 	if n == 0 {
 		o.d.log.Warn("outbox: remote unavailable; responses kept and retried", "remote", remoteName, "err", err)
 	}
+	o.backoff[remoteName] = time.Now().Add(backoffAfter(n))
+}
+
+// hold backs one response off exponentially, logging its first refusal.
+func (o *outbox) hold(it store.OutboxItem, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := o.refusals[it.Seq]
+	o.refusals[it.Seq] = n + 1
+	if n == 0 {
+		o.d.log.Warn("outbox: response refused, not as a turn that is gone; kept and retried", "remote", it.Remote, "turn", it.Turn, "err", err)
+	}
+	o.held[it.Seq] = time.Now().Add(backoffAfter(n))
+}
+
+// backoffAfter is the jittered wait after n failures in a row: 125 ms
+// to 250 ms at first, doubling up to 7.5 s to 15 s.
+func backoffAfter(n int) time.Duration {
 	d := min(time.Duration(1<<min(n, 6))*250*time.Millisecond, 15*time.Second)
-	o.backoff[remoteName] = time.Now().Add(d/2 + rand.N(d/2+1))
+	return d/2 + rand.N(d/2+1)
 }
 
 // drain tries to deliver everything within d (shutdown).
@@ -174,7 +223,7 @@ func (o *outbox) drain(d time.Duration) {
 	defer cancel()
 	for {
 		o.mu.Lock()
-		o.backoff = map[string]time.Time{}
+		o.backoff, o.held = map[string]time.Time{}, map[uint64]time.Time{}
 		o.mu.Unlock()
 		if o.flush(ctx) == 0 || ctx.Err() != nil {
 			_ = o.d.store.FlushDelivered()

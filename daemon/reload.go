@@ -11,17 +11,26 @@ import (
 // watchConfig hot-reloads nerve.yaml: load and validate, then swap. An
 // invalid file changes nothing; the error is logged and shown by `daemon
 // status`. Running turns keep the adapter they started with, because each
-// turn resolved its adapter when it began.
-// watchConfig starts watching nerve.yaml now (before the daemon answers
-// its first request, so no change made after that is missed) and returns
-// the loop that reloads it.
+// turn resolved its adapter when it began. It starts watching now (before
+// the daemon answers its first request, so no change made after that is
+// missed) and returns the loop that reloads it.
 func (d *Daemon) watchConfig() func(ctx context.Context) {
 	file := d.paths.Config()
 	if cfg := d.config(); cfg.File != "" {
 		file = cfg.File
 	}
-	w := config.NewWatcher(file)
-	return func(ctx context.Context) { w.Run(ctx, d.reload) }
+	d.cfgWatch = config.NewWatcher(file)
+	return func(ctx context.Context) { d.cfgWatch.Run(ctx, d.reload) }
+}
+
+// freshConfig reloads nerve.yaml before a request is answered when its
+// content changed since the daemon last read it: a command run right
+// after an edit acts on the edit, not on the config the watcher has not
+// replaced yet.
+func (d *Daemon) freshConfig() {
+	if d.cfgWatch != nil {
+		d.cfgWatch.Check(d.reload)
+	}
 }
 
 func (d *Daemon) reload() {

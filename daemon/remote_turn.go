@@ -3,6 +3,8 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +30,14 @@ func (r *runner) RunTurn(remoteName string, t api.Turn, adapterName string, done
 	go func() {
 		defer r.wg.Done()
 		defer done()
+		defer func() {
+			// What runs the adapter recovers in guard; this keeps the
+			// daemon alive through a panic anywhere else in the turn (its
+			// claim, if still recorded, is given back at the next start).
+			if p := recover(); p != nil {
+				r.d.log.Error("remote turn panicked", "remote", remoteName, "turn", t.Turn, "panic", p, "stack", string(debug.Stack()))
+			}
+		}()
 		r.runRemoteTurn(remoteName, t, adapterName, done)
 	}()
 }
@@ -84,13 +94,12 @@ func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string
 	defer cancel(nil)
 	ctx, span := r.startRemoteSpan(ctx, cl.BaseURL, remoteName, t, adapterName)
 	hbDone := r.heartbeat(ctx, cancel, cl, t)
-	var resp api.Response
-	var ok bool
-	if t.Merge != nil {
-		resp, ok = r.execMerge(ctx, remoteName, t)
-	} else {
-		resp, ok = r.execRemote(ctx, cl, remoteName, t, adapterName)
-	}
+	resp, ok := r.guard(remoteName, t, adapterName, func() (api.Response, bool) {
+		if t.Merge != nil {
+			return r.execMerge(ctx, remoteName, t)
+		}
+		return r.execRemote(ctx, cl, remoteName, t, adapterName)
+	})
 	ran := time.Now()
 	cancel(nil)
 	<-hbDone
@@ -120,12 +129,34 @@ func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string
 	if m, ok := ans.Message(t, resp); sent && ok && t.Merge == nil {
 		r.hist.add(historyKey(remoteName, t), m)
 	}
+	ended := sent && ans.Status != "" && ans.Status != workflow.StatusRunning
+	if ended {
+		r.d.rdefs.forget(historyKey(remoteName, t))
+	}
 	if t.Workspace != nil {
-		r.settleTree(historyKey(remoteName, t), sent && ans.Status != "" && ans.Status != workflow.StatusRunning)
+		r.settleTree(historyKey(remoteName, t), ended)
 	}
 	r.d.log.Debug("remote turn", "turn", t.Turn, "remote", remoteName, "run", ran.Sub(start),
 		"outbox", queued.Sub(ran), "send", time.Since(queued), "sent", sent)
 }
+
+// guard runs a remote turn's work; a panic in it fails the turn, with an
+// answer of error kind internal sent as any other, instead of ending the
+// daemon and every turn it runs (a local thread's panic is recovered in
+// launch).
+func (r *runner) guard(remoteName string, t api.Turn, adapterName string, run func() (api.Response, bool)) (resp api.Response, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.d.log.Error("remote turn panicked; it fails", "remote", remoteName, "turn", t.Turn, "panic", p, "stack", string(debug.Stack()))
+			resp, ok = api.Response{Claim: t.Claim, Adapter: adapterName, Error: &workflow.MessageError{Kind: errorKindInternal,
+				Message: fmt.Sprintf("internal error in agent %s's daemon: %v", r.d.config().Agent.Name, p)}}, true
+		}
+	}()
+	return run()
+}
+
+// errorKindInternal is a turn's error kind when nerve itself failed.
+const errorKindInternal = "internal"
 
 // settleTree keeps a remote thread's worktree for its next turn here,
 // or removes it when the thread ended with this turn's answer, and
@@ -150,7 +181,19 @@ func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName s
 	ref := workflow.Ref{Remote: remoteName, Workflow: t.Workflow, Thread: t.Thread}.String()
 	key := historyKey(remoteName, t)
 	roleCh := make(chan *workflow.Role, 1)
-	go func() { roleCh <- r.d.remoteRole(ctx, cl, remoteName, t) }()
+	// The turn waits for the role's definition before it ends, so a
+	// thread's definition is remembered before its end forgets it.
+	role := sync.OnceValue(func() *workflow.Role { return <-roleCh })
+	defer role()
+	go func() {
+		defer func() {
+			if p := recover(); p != nil { // not the turn's goroutine: guard does not see it
+				r.d.log.Error("reading a remote role panicked; no structured output", "turn", t.Turn, "panic", p, "stack", string(debug.Stack()))
+				roleCh <- nil
+			}
+		}()
+		roleCh <- r.d.remoteRole(ctx, cl, remoteName, t)
+	}()
 	history, err := r.hist.get(ctx, cl, key, t.Thread, t.Step)
 	if err != nil && ctx.Err() == nil {
 		r.d.log.Warn("read remote thread for its snapshot", "thread", ref, "err", err)
@@ -169,7 +212,7 @@ func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName s
 		Thread: ref, Ref: ref, Key: key, Step: t.Step, Role: t.Role, Adapter: adapterName,
 		Prompt: t.Prompt, History: history, OwnScratch: true,
 		Workspace: remoteWorkspace(t, key),
-		RoleDef:   func() *workflow.Role { return <-roleCh },
+		RoleDef:   role,
 		Detected:  func(e workflow.Event) { r.reportDetection(ctx, cl, t, e) },
 	})
 	if !ok {
@@ -227,53 +270,6 @@ func (r *runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 		}
 	}()
 	return done
-}
-
-// maxThreadDefs bounds the threads whose definition is remembered.
-const maxThreadDefs = 256
-
-// remoteDefs caches remote definitions by remote, workflow and version,
-// for the meta schema of a role, and which one each thread uses: a
-// thread keeps its definition, so its later turns need not ask again.
-type remoteDefs struct {
-	mu       sync.Mutex
-	defs     map[string]*workflow.Definition
-	byThread map[string]*workflow.Definition
-}
-
-// remoteRole returns the role's definition, or nil when the workflow
-// cannot be read (then no structured output is extracted).
-func (d *Daemon) remoteRole(ctx context.Context, cl *remote.Client, remoteName string, t api.Turn) *workflow.Role {
-	thread := historyKey(remoteName, t)
-	d.rdefs.mu.Lock()
-	def := d.rdefs.byThread[thread]
-	d.rdefs.mu.Unlock()
-	if def != nil {
-		return def.Roles[t.Role]
-	}
-	w, err := cl.Workflow(ctx, t.Workflow)
-	if err != nil {
-		d.log.Warn("read remote workflow", "remote", remoteName, "workflow", t.Workflow, "err", err)
-		return nil
-	}
-	key := remoteName + "/" + t.Workflow + "@" + w.Version
-	d.rdefs.mu.Lock()
-	def, ok := d.rdefs.defs[key]
-	d.rdefs.mu.Unlock()
-	if !ok {
-		if def, err = workflow.ParseStored(key, []byte(w.Source)); err != nil {
-			d.log.Warn("parse remote workflow", "workflow", key, "err", err)
-			return nil
-		}
-	}
-	d.rdefs.mu.Lock()
-	d.rdefs.defs[key] = def
-	if len(d.rdefs.byThread) >= maxThreadDefs {
-		clear(d.rdefs.byThread)
-	}
-	d.rdefs.byThread[thread] = def
-	d.rdefs.mu.Unlock()
-	return def.Roles[t.Role]
 }
 
 // maxDetectionMessage keeps a detection's message within what Khala

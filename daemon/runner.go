@@ -15,7 +15,11 @@ import (
 	"github.com/nerve-agents/nerve/workspace"
 )
 
-// runner runs the daemon's local threads, each in its own goroutine.
+// runner runs the daemon's work, each piece in its own goroutine: its
+// local threads (start, launch, resumeAll) and the remote turns its khala
+// senses claim (RunTurn), both through one executor. It keeps what they
+// share: the running turns and their adapters' processes, snapshots and
+// histories, workspaces, worktrees and scratch directories.
 type runner struct {
 	d   *Daemon
 	ctx context.Context // cancelled when running work must be killed

@@ -45,6 +45,7 @@ func (d *Daemon) routes() http.Handler {
 		}
 		w.Header().Set(versionHeader, d.opts.Version)
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		d.freshConfig()
 		mux.ServeHTTP(w, r)
 	})
 }

@@ -1,9 +1,12 @@
 // Package khala is the Khala server: the shared turn queue of a pool of
 // interchangeable agents. It stores cloud workflow definitions and their
-// threads, routes each thread with the workflow package's moderator (the
-// same engine the daemon runs locally), queues the turns it emits, leases
-// each to exactly one agent at a time, re-queues what a dead agent
-// dropped, and records every event. `nerve khala serve` runs it.
+// threads, routes each thread with the workflow package's moderator
+// (workflow.Route: the evaluation and checks the daemon's workflow.Engine
+// uses for local threads; Khala's own engine, engine.go, keeps threads in
+// its storage and leases their turns instead of running them), queues the
+// turns it emits, leases each to exactly one agent at a time, re-queues
+// what a dead agent dropped, and records every event. `nerve khala serve`
+// runs it.
 //
 // # API
 //

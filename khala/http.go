@@ -17,9 +17,9 @@ import (
 
 // Error codes of the {"error": {"code", "message"}} body.
 const (
-	codeBadRequest   = "bad_request"
+	codeBadRequest   = api.CodeBadRequest
 	codeUnauthorized = "unauthorized"
-	codeNotFound     = "not_found"
+	codeNotFound     = api.CodeNotFound
 	codeMethod       = "method_not_allowed"
 	codeTooLarge     = "too_large"
 	codeNameTaken    = "name_taken"
@@ -27,7 +27,7 @@ const (
 	codeNotHolder    = api.CodeNotHolder
 	codeThreadEnded  = "thread_ended"
 	codeInvalidWF    = "invalid_workflow"
-	codeInvalidIn    = "invalid_input"
+	codeInvalidIn    = api.CodeInvalidInput
 	codeUnavailable  = "unavailable"
 	codeTimeout      = "timeout"
 	codeInternal     = "internal"

@@ -15,19 +15,6 @@ func encodeVec(v []float32) []byte {
 	return b
 }
 
-// decodeVec reads encodeVec's bytes into dst (reused when big enough).
-func decodeVec(b []byte, dst []float32) []float32 {
-	n := len(b) / 4
-	if cap(dst) < n {
-		dst = make([]float32, n)
-	}
-	dst = dst[:n]
-	for i := range dst {
-		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return dst
-}
-
 // signBits is a vector's sign pattern, one bit per dimension: a 32×
 // smaller sketch whose Hamming distance ranks candidates for the exact
 // cosine on large indexes.
@@ -54,24 +41,8 @@ func hamming(a, b []byte) int {
 	return n
 }
 
-// dot is the cosine of two unit vectors.
-func dot(a, b []float32) float32 {
-	var s0, s1, s2, s3 float32
-	n := min(len(a), len(b))
-	i := 0
-	for ; i+4 <= n; i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < n; i++ {
-		s0 += a[i] * b[i]
-	}
-	return s0 + s1 + s2 + s3
-}
-
-// dotBytes is dot with b still encoded, sparing a decode per candidate.
+// dotBytes is the cosine of the unit vector a and the unit vector encoded
+// in b (encodeVec), read in place: no decode per candidate.
 func dotBytes(a []float32, b []byte) float32 {
 	var s float32
 	n := min(len(a), len(b)/4)

@@ -80,10 +80,8 @@ func (q Query) Resolve(turn Turn, now time.Time) (string, workflow.Filter, error
 	return ref, f, nil
 }
 
-// ParseSince reads a duration ago (10m) or an RFC 3339 time.
-func ParseSince(s string, now time.Time) (time.Time, error) { return parseSince("since", s, now) }
-
-// parseSince is ParseSince with errors that call the filter name.
+// parseSince reads a duration ago (10m) or an RFC 3339 time; its errors
+// call the filter by name.
 func parseSince(name, s string, now time.Time) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
 		if d < 0 {

@@ -14,9 +14,6 @@ import (
 // messages: a message is a few KB, so the usual --last 3 fits.
 const tailChunk = 16 << 10
 
-// ReadSnapshot reads a thread snapshot the daemon wrote for a turn.
-func ReadSnapshot(path string) ([]workflow.Message, error) { return readSnapshot(path, 0) }
-
 // readSnapshot reads the snapshot's last tail messages (0: all). A
 // snapshot is one JSON message a line; decoding is most of the cost of
 // `nerve thread messages` inside a turn, so lines before the tail are

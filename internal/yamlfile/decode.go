@@ -93,12 +93,46 @@ func Decode(file string, data []byte, v any) (Lines, error) {
 	// what the file got right and a caller can check it for more problems.
 	if err := doc.Decode(v); err != nil {
 		errs = append(errs, typeErrors(file, err, values)...)
+	} else {
+		errs = append(errs, fractions(file, values)...)
 	}
 	if len(errs) > 0 {
 		slices.SortStableFunc(errs, func(a, b *Error) int { return a.Line - b.Line })
 		return lines, errs
 	}
 	return lines, nil
+}
+
+// fractions reports the numbers with a point given to whole-number
+// fields, which yaml.v3 truncates without a word (max_concurrent_turns:
+// 1.5 ran one turn at a time). A type with its own UnmarshalYAML (Count,
+// Duration) judges its value itself.
+func fractions(file string, values []value) Errors {
+	var errs Errors
+	for _, v := range values {
+		t := v.t
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if !isWhole(t.Kind()) || reflect.PointerTo(t).Implements(unmarshalerType) {
+			continue
+		}
+		if n := v.node; n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" {
+			errs = append(errs, &Error{File: file, Line: n.Line, Field: v.path, Msg: mismatch("float", n.Value, t, t.String())})
+		}
+	}
+	return errs
+}
+
+var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+
+func isWhole(k reflect.Kind) bool {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
 }
 
 // value is a node walkKnown did not walk into (a scalar, or a node of the

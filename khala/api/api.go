@@ -57,6 +57,16 @@ func (d *Wait) UnmarshalJSON(b []byte) error {
 // a person's right to answer) is not this.
 const CodeNotHolder = "not_holder"
 
+// Khala's codes of a 404 and a 400 that refuse a request for good: the
+// thread or turn named does not exist (not_found), or the request itself
+// is malformed (bad_request, invalid_input). A 404 or 400 with no code (a
+// proxy's, while Khala is redeployed) says neither.
+const (
+	CodeNotFound     = "not_found"
+	CodeBadRequest   = "bad_request"
+	CodeInvalidInput = "invalid_input"
+)
+
 // Turn is one leased turn: everything an agent needs to run it.
 type Turn struct {
 	Turn         string    `json:"turn"`

@@ -16,9 +16,6 @@ const MergeRole = "nerve.merge"
 // thread's step count (and max_steps) never sees it.
 const MergeStepBase = 1 << 30
 
-// IsMergeStep reports whether step is a merge turn's.
-func IsMergeStep(step int) bool { return step > MergeStepBase }
-
 // Round is a workspace thread's parallel round: turns queued together,
 // each working off From and keeping its commit under a turn ref instead of
 // moving the branch. Merging says the merge turn is queued.
