@@ -21,9 +21,9 @@ build:
 # (bbolt in a NERVE_HOME inside the checkout, the built-in example agent),
 # then stops that daemon.
 demo: build
-	@NERVE_HOME=$(DEMO_HOME) bin/nerve workflow run examples/code-review.yaml \
+	@NERVE_HOME=$(DEMO_HOME) $(BIN) workflow run examples/code-review.yaml \
 		--input change="Retry failed uploads with exponential backoff"; \
-	status=$$?; NERVE_HOME=$(DEMO_HOME) bin/nerve daemon stop >/dev/null; exit $$status
+	status=$$?; NERVE_HOME=$(DEMO_HOME) $(BIN) daemon stop >/dev/null; exit $$status
 
 test:
 	$(GO) test -race -count=1 -timeout 60m ./...

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nerve-agents/nerve/internal/procstat"
+	"github.com/nerve-agents/nerve/internal/testhome"
 )
 
 // The test binary doubles as every fake agent CLI: a symlink named
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 	// what happened, never how fast.
 	killGrace = 500 * time.Millisecond
 	pipeDrain = 500 * time.Millisecond
-	os.Exit(m.Run())
+	testhome.Main(m)
 }
 
 // fakeDump is what a fake CLI reports about how it was started.

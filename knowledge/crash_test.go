@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nerve-agents/nerve/internal/testhome"
 )
 
 // childEnv makes the test binary a child process (see TestMain):
@@ -22,7 +24,7 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(childEnv); spec != "" {
 		os.Exit(runChild(strings.SplitN(spec, " ", 3)))
 	}
-	os.Exit(m.Run())
+	testhome.Main(m)
 }
 
 func runChild(args []string) int {

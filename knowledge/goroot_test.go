@@ -27,7 +27,9 @@ func TestKnowledgeGorootFigures(t *testing.T) {
 		t.Skip("set NERVE_KNOWLEDGE_GOROOT=1 to measure over $(go env GOROOT)/src")
 	}
 	out, err := exec.Command("go", "env", "GOROOT").Output()
-	if err != nil {
+	if ee, ok := err.(*exec.ExitError); ok {
+		t.Fatalf("go env GOROOT: %v\n%s", err, ee.Stderr)
+	} else if err != nil {
 		t.Fatal(err)
 	}
 	root := filepath.Join(t.TempDir(), "src")

@@ -8,26 +8,20 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nerve-agents/nerve/internal/testhome"
 )
 
 // TestMain keeps the tests away from the user's git config and cache
-// (scratch directories): HOME is a temporary directory and the system
-// config is off.
+// (scratch directories): HOME is a temporary directory (testhome) and the
+// system config is off.
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		crashHelper()
 		return
 	}
-	home, err := os.MkdirTemp("", "nerve-ws-home-")
-	if err != nil {
-		panic(err)
-	}
-	os.Setenv("HOME", home)
-	os.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
-	os.Setenv("XDG_CACHE_HOME", filepath.Join(home, ".cache"))
 	os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	code := m.Run()
-	os.RemoveAll(home)
+	code := testhome.Run(m)
 	for _, d := range benchTemps {
 		os.RemoveAll(d)
 	}

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nerve-agents/nerve/internal/testhome"
 )
 
 // binDir holds the real nerve binary of this test process (removed by
@@ -62,7 +64,7 @@ func TestMain(m *testing.M) {
 	if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
 		os.Setenv("GORACE", strings.TrimSpace(g+" atexit_sleep_ms=0"))
 	}
-	code := m.Run()
+	code := testhome.Run(m)
 	os.RemoveAll(binDir)
 	os.Exit(code)
 }

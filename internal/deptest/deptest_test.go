@@ -3,6 +3,7 @@ package deptest
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os/exec"
 	"slices"
@@ -14,19 +15,22 @@ const module = "github.com/nerve-agents/nerve"
 
 // pkg is what `go list -json` says of one of the module's packages.
 type pkg struct {
-	ImportPath string
-	Dir        string
-	GoFiles    []string
-	Imports    []string // direct, non-test
-	Deps       []string // everything linked, transitively
+	ImportPath   string
+	Name         string
+	Dir          string
+	GoFiles      []string
+	TestGoFiles  []string
+	XTestGoFiles []string
+	Imports      []string // direct, non-test
+	Deps         []string // everything linked, transitively
 }
 
 // graph lists the module's packages, without their tests.
 func graph(t *testing.T) map[string]pkg {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-json=ImportPath,Dir,GoFiles,Imports,Deps", module+"/...").Output()
+	out, err := goOutput("list", "-json=ImportPath,Name,Dir,GoFiles,TestGoFiles,XTestGoFiles,Imports,Deps", module+"/...")
 	if err != nil {
-		t.Fatalf("go list: %v", err)
+		t.Fatal(err)
 	}
 	pkgs := map[string]pkg{}
 	dec := json.NewDecoder(bytes.NewReader(out))
@@ -43,6 +47,20 @@ func graph(t *testing.T) map[string]pkg {
 		t.Fatalf("go list found only %d packages", len(pkgs))
 	}
 	return pkgs
+}
+
+// goOutput runs the go command and returns its stdout; its error carries
+// what go printed on stderr, which says why (a module it could not
+// download, a file that does not compile), not just "exit status 1".
+func goOutput(args ...string) ([]byte, error) {
+	cmd := exec.Command("go", args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
 }
 
 // own names a dependency by its path in the module ("" for others).
