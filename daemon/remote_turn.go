@@ -136,9 +136,13 @@ func (r *runner) settleTree(key string, ended bool) {
 	}
 }
 
-// historyKey names a remote thread's cached history and its snapshot.
+// historyKey names a remote thread on this machine: its cached history,
+// snapshot, process records and worktrees. It is the thread's ref
+// (origin/code-review#thread-7): a remote's and a workflow's names have
+// neither "/" nor "#", so a key reads back as one remote's thread only
+// (the old REMOTE--WORKFLOW--THREAD did not: remotes "o" and "o--x").
 func historyKey(remoteName string, t api.Turn) string {
-	return remoteName + "--" + t.Workflow + "--" + t.Thread
+	return workflow.Ref{Remote: remoteName, Workflow: t.Workflow, Thread: t.Thread}.String()
 }
 
 // execRemote runs a remote turn through the executor; ok is false when
