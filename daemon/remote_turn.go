@@ -127,12 +127,12 @@ func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string
 		"outbox", queued.Sub(ran), "send", time.Since(queued), "sent", sent)
 }
 
-// settleTree keeps a remote thread's worktree for its next turn here,
-// or removes it when the thread ended with this turn's answer, and
-// removes the worktrees of remote threads idle here for remoteTreeIdle.
+// settleTree removes a cloud thread's worktree when the thread ended with
+// this turn's answer; otherwise it is kept for the thread's next turn here
+// until a check finds the thread gone elsewhere (cloudtrees.go).
 func (r *runner) settleTree(key string, ended bool) {
-	for _, k := range r.rtrees.sweep(time.Now(), key, ended) {
-		r.removeWorktrees(k)
+	if ended {
+		r.trees.remove(key, r.removeWorktrees)
 	}
 }
 
@@ -160,8 +160,8 @@ func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName s
 		r.d.log.Warn("read remote thread for its snapshot", "thread", ref, "err", err)
 	}
 	if t.Workspace != nil {
-		r.rtrees.begin(key) // not swept while the turn runs
-		defer func() { r.rtrees.end(key, time.Now()) }()
+		r.trees.begin(key) // not removed while the turn runs
+		defer r.trees.end(key)
 	} else {
 		// Someone else's prompt: its scratch directory is its own and
 		// goes with the turn (the thread's next turn may run anywhere).
