@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -71,6 +72,9 @@ func threadCheckoutRun(ctx context.Context, f *Factory, opts *threadCheckoutOpti
 			return err
 		}
 	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
 	ref, t, ws, err := threadWorkspace(ctx, f, opts.Ref)
 	if err != nil {
 		return err
@@ -82,9 +86,9 @@ func threadCheckoutRun(ctx context.Context, f *Factory, opts *threadCheckoutOpti
 	}
 	name, err := newWorkspaceManager(f).Checkout(ctx, dir, ws, opts.Branch)
 	switch {
-	case errors.Is(err, workspace.ErrOtherRepo) && ws.Cloud:
+	case (errors.Is(err, workspace.ErrOtherRepo) || errors.Is(err, workspace.ErrNotRepo)) && ws.Cloud:
 		return usageErrorf(fmt.Sprintf("cd into a clone of %s, or name one with --repo DIR", ws.Repo), "%s", err)
-	case errors.Is(err, workspace.ErrOtherRepo):
+	case errors.Is(err, workspace.ErrOtherRepo), errors.Is(err, workspace.ErrNotRepo):
 		return usageErrorf(fmt.Sprintf("cd %s, or name it with --repo %s", ws.Repo, ws.Repo), "%s", err)
 	case errors.Is(err, workspace.ErrDirty):
 		return usageErrorf("commit or stash them (git stash --include-untracked), then run it again", "%s", err)
