@@ -49,6 +49,9 @@ type WorkspaceRequest struct {
 	Repo   string `json:"repo,omitempty"`
 	Base   string `json:"base,omitempty"`
 	Branch string `json:"branch,omitempty"`
+	// Taken are the shared remote's branches a cloud thread's default
+	// branch must not be (api.StartWorkspace.Taken): the CLI's, for Khala.
+	Taken []string `json:"-"`
 }
 
 // NotifyRequest is an agent's notice for a thread's trace (the MCP tool

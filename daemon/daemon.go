@@ -136,6 +136,7 @@ func Run(ctx context.Context, opts Options) error {
 	stopSweeps := d.runner.startSweeps()
 	d.runner.killStaleProcs()
 	d.runner.reconcile()
+	stopTreeChecks := d.runner.startTreeChecks()
 	outboxCtx, stopOutbox := context.WithCancel(context.Background())
 	outboxDone := make(chan struct{})
 	go func() { defer close(outboxDone); d.outbox.run(outboxCtx) }()
@@ -155,6 +156,7 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 	err = d.shutdown(srv, killWork)
+	stopTreeChecks()
 	stopSweeps()
 	d.knowledge.Close()
 	d.runner.procs.close()

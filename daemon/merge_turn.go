@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
@@ -29,8 +28,8 @@ func (r *runner) execMerge(ctx context.Context, remoteName string, t api.Turn) (
 		return resp, true
 	}
 	key := historyKey(remoteName, t)
-	r.rtrees.begin(key) // the thread's worktree, where the merge runs
-	defer func() { r.rtrees.end(key, time.Now()) }()
+	r.trees.begin(key) // the thread's worktree, where the merge runs
+	defer r.trees.end(key)
 	turns := make([]workspace.Parallel, len(work.Turns))
 	for i, mt := range work.Turns {
 		turns[i] = workspace.Parallel{Step: mt.Step, Commit: mt.Commit}

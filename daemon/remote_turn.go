@@ -158,18 +158,22 @@ func (r *runner) guard(remoteName string, t api.Turn, adapterName string, run fu
 // errorKindInternal is a turn's error kind when nerve itself failed.
 const errorKindInternal = "internal"
 
-// settleTree keeps a remote thread's worktree for its next turn here,
-// or removes it when the thread ended with this turn's answer, and
-// removes the worktrees of remote threads idle here for remoteTreeIdle.
+// settleTree removes a cloud thread's worktree when the thread ended with
+// this turn's answer; otherwise it is kept for the thread's next turn here
+// until a check finds the thread gone elsewhere (cloudtrees.go).
 func (r *runner) settleTree(key string, ended bool) {
-	for _, k := range r.rtrees.sweep(time.Now(), key, ended) {
-		r.removeWorktrees(k)
+	if ended {
+		r.trees.remove(key, r.removeWorktrees)
 	}
 }
 
-// historyKey names a remote thread's cached history and its snapshot.
+// historyKey names a remote thread on this machine: its cached history,
+// snapshot, process records and worktrees. It is the thread's ref
+// (origin/code-review#thread-7): a remote's and a workflow's names have
+// neither "/" nor "#", so a key reads back as one remote's thread only
+// (the old REMOTE--WORKFLOW--THREAD did not: remotes "o" and "o--x").
 func historyKey(remoteName string, t api.Turn) string {
-	return remoteName + "--" + t.Workflow + "--" + t.Thread
+	return workflow.Ref{Remote: remoteName, Workflow: t.Workflow, Thread: t.Thread}.String()
 }
 
 // execRemote runs a remote turn through the executor; ok is false when
@@ -199,8 +203,8 @@ func (r *runner) execRemote(ctx context.Context, cl *remote.Client, remoteName s
 		r.d.log.Warn("read remote thread for its snapshot", "thread", ref, "err", err)
 	}
 	if t.Workspace != nil {
-		r.rtrees.begin(key) // not swept while the turn runs
-		defer func() { r.rtrees.end(key, time.Now()) }()
+		r.trees.begin(key) // not removed while the turn runs
+		defer r.trees.end(key)
 	} else {
 		// Someone else's prompt: its scratch directory is its own and
 		// goes with the turn (the thread's next turn may run anywhere).

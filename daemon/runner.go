@@ -36,7 +36,7 @@ type runner struct {
 	hist     *histories
 	exec     *reflex.Executor
 	ws       *workspace.Manager // threads' git workspaces
-	rtrees   remoteTrees        // remote threads' worktrees kept here
+	trees    *cloudTrees        // cloud threads' worktrees kept here (cloudtrees.go)
 	scratch  workspace.Scratch  // turns' directories when they have no workdir
 	procs    *procSlots         // running adapters, for the next daemon after a crash
 	sweeps   chan struct{}      // asks for a sweep of what outlived its turn (reaper.go)
@@ -47,8 +47,8 @@ func newRunner(d *Daemon, ctx context.Context) *runner {
 		active: map[string]ActiveTurn{}, waiting: map[string]workflow.Waiting{}, groups: map[int]string{},
 		idle:  make(chan struct{}),
 		snaps: newSnapshots(d.paths.Snapshots()), ws: &workspace.Manager{Home: d.paths.Home},
-		scratch: workspace.Scratch{Home: d.paths.Home},
-		procs:   newProcSlots(filepath.Join(d.paths.Home, "procs")), sweeps: make(chan struct{}, 1)}
+		scratch: workspace.Scratch{Home: d.paths.Home}, trees: newCloudTrees(),
+		procs: newProcSlots(filepath.Join(d.paths.Home, "procs")), sweeps: make(chan struct{}, 1)}
 	r.hist = newHistories(r.snaps.remove)
 	r.exec = newExecutor(d, r)
 	return r

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bufio"
 	"encoding/json"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -27,8 +28,10 @@ func newSnapshots(dir string) *snapshots {
 	return &snapshots{dir: dir, written: map[string]int{}}
 }
 
+// path is thread's file: a remote thread's key is its ref, whose "/" and
+// "#" are escaped to keep it one file name.
 func (s *snapshots) path(thread string) string {
-	return filepath.Join(s.dir, thread+".jsonl")
+	return filepath.Join(s.dir, url.PathEscape(thread)+".jsonl")
 }
 
 // Update makes thread's file hold at least msgs and returns its path.

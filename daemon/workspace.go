@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nerve-agents/nerve/workflow"
@@ -148,56 +147,4 @@ func (r *runner) removeWorktrees(key string) {
 	if err := r.ws.Remove(ctx, key); err != nil {
 		r.d.log.Warn("remove worktrees", "thread", key, "err", err)
 	}
-}
-
-// remoteTreeIdle is how long a remote thread's worktree is kept after its
-// last turn here. This daemon is not told when another machine takes the
-// thread's next turn, nor when the thread ends there; keeping the
-// worktree makes the common case (this daemon takes a later turn of the
-// thread) a reset of the files that changed instead of a new checkout,
-// and a worktree nothing used for this long is the thread moving away.
-const remoteTreeIdle = 10 * time.Minute
-
-// remoteTrees remembers when each remote thread's worktree was last used,
-// and which are in use by a turn now (never swept).
-type remoteTrees struct {
-	mu   sync.Mutex
-	used map[string]time.Time
-	busy map[string]int
-}
-
-// begin marks key's worktree in use by a turn.
-func (rt *remoteTrees) begin(key string) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.busy == nil {
-		rt.busy, rt.used = map[string]int{}, map[string]time.Time{}
-	}
-	rt.busy[key]++
-}
-
-// end marks a turn of key over at now.
-func (rt *remoteTrees) end(key string, now time.Time) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.busy[key]--; rt.busy[key] <= 0 {
-		delete(rt.busy, key)
-	}
-	rt.used[key] = now
-}
-
-// sweep returns the keys whose worktree no turn uses and none used for
-// longer than remoteTreeIdle, forgotten here, for the caller to remove;
-// and key too when gone is set (its thread ended).
-func (rt *remoteTrees) sweep(now time.Time, key string, gone bool) []string {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	var out []string
-	for k, at := range rt.used {
-		if rt.busy[k] == 0 && (now.Sub(at) > remoteTreeIdle || gone && k == key) {
-			out = append(out, k)
-			delete(rt.used, k)
-		}
-	}
-	return out
 }

@@ -363,25 +363,3 @@ roles:
 		t.Errorf("user's checkout changed: %s", st)
 	}
 }
-
-// A remote thread's worktree is swept when unused for remoteTreeIdle or
-// when its thread ended, never while a turn of it runs.
-func TestRemoteTreesSweep(t *testing.T) {
-	var rt remoteTrees
-	t0 := time.Now()
-	rt.begin("a")
-	rt.end("a", t0)
-	rt.begin("b")
-	rt.end("b", t0)
-	rt.begin("b") // b's next turn runs
-	if got := rt.sweep(t0.Add(remoteTreeIdle+time.Second), "", false); len(got) != 1 || got[0] != "a" {
-		t.Fatalf("idle sweep %v; want [a] (b is in use)", got)
-	}
-	rt.end("b", t0.Add(remoteTreeIdle+2*time.Second))
-	if got := rt.sweep(t0.Add(remoteTreeIdle+3*time.Second), "", false); len(got) != 0 {
-		t.Fatalf("swept %v just after a turn", got)
-	}
-	if got := rt.sweep(t0.Add(remoteTreeIdle+3*time.Second), "b", true); len(got) != 1 || got[0] != "b" {
-		t.Fatalf("ended thread's sweep %v; want [b]", got)
-	}
-}

@@ -286,7 +286,7 @@ func (s *Server) handleStartThread(w http.ResponseWriter, r *http.Request, a kha
 		s.fail(w, r, err)
 		return
 	}
-	ws, err := startWorkspace(def, req.Workspace)
+	ws, taken, err := startWorkspace(def, req.Workspace)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -301,7 +301,7 @@ func (s *Server) handleStartThread(w http.ResponseWriter, r *http.Request, a kha
 	}
 	id, err := s.store.NextThreadID(r.Context())
 	if err == nil {
-		err = withBranch(ws, def, id)
+		err = withBranch(ws, def, id, taken)
 	}
 	var (
 		parent *workflow.Parent

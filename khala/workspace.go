@@ -17,20 +17,30 @@ import (
 // startWorkspace checks a start request's workspace (raw: the JSON, empty
 // or null when none was given) against the definition. It returns the
 // workspace with its branch left empty (the default needs the thread's
-// id: withBranch), or nil when the thread has none.
-func startWorkspace(def *workflow.Definition, raw json.RawMessage) (*workflow.Workspace, error) {
+// id: withBranch) and the branches the default must not be, or nil when
+// the thread has none.
+func startWorkspace(def *workflow.Definition, raw json.RawMessage) (*workflow.Workspace, []string, error) {
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		if def.Workspace != nil {
-			return nil, badRequest("workflow %s declares a workspace: give workspace.base, the commit the thread starts from ('nerve workflow run --base REV' resolves it)", def.Name)
+			return nil, nil, badRequest("workflow %s declares a workspace: give workspace.base, the commit the thread starts from ('nerve workflow run --base REV' resolves it)", def.Name)
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
 	var req api.StartWorkspace
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return nil, badRequest("workspace: %s; want {\"repo\", \"base\", \"branch\"?}", strings.TrimPrefix(jsonErr(err), "json: "))
+		return nil, nil, badRequest("workspace: %s; want {\"repo\", \"base\", \"branch\"?, \"taken\"?}", strings.TrimPrefix(jsonErr(err), "json: "))
 	}
+	if len(req.Taken) > workflow.MaxTakenBranches {
+		return nil, nil, badRequest("workspace.taken names %d branches; at most %d", len(req.Taken), workflow.MaxTakenBranches)
+	}
+	ws, err := checkStartWorkspace(def, req)
+	return ws, req.Taken, err
+}
+
+// checkStartWorkspace checks a decoded start workspace.
+func checkStartWorkspace(def *workflow.Definition, req api.StartWorkspace) (*workflow.Workspace, error) {
 	ws := &workflow.Workspace{Repo: req.Repo, Base: strings.ToLower(req.Base), Branch: req.Branch}
 	if ws.Repo == "" && def.Workspace != nil {
 		ws.Repo = def.Workspace.Repo
@@ -56,12 +66,13 @@ func startWorkspace(def *workflow.Definition, raw json.RawMessage) (*workflow.Wo
 	return ws, nil
 }
 
-// withBranch gives ws the default branch of thread when it names none.
-func withBranch(ws *workflow.Workspace, def *workflow.Definition, thread string) error {
+// withBranch gives ws the default branch of thread when it names none:
+// the next free name when the shared remote has it (taken).
+func withBranch(ws *workflow.Workspace, def *workflow.Definition, thread string, taken []string) error {
 	if ws == nil || ws.Branch != "" {
 		return nil
 	}
-	ws.Branch = workflow.DefaultBranch(def.Name, thread)
+	ws.Branch = workflow.FreeBranch(workflow.DefaultBranch(def.Name, thread), taken)
 	if err := workflow.CheckBranch(ws.Branch); err != nil {
 		return badRequest("workspace.branch: the default %q is not a branch name git accepts (%s); give a branch", ws.Branch, err)
 	}

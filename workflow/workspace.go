@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -50,6 +51,29 @@ const (
 // nerve/WORKFLOW/thread-N.
 func DefaultBranch(workflow, thread string) string {
 	return "nerve/" + workflow + "/" + thread
+}
+
+// MaxTakenBranches bounds the branches a start request may name as taken.
+const MaxTakenBranches = 10000
+
+// FreeBranch is branch, or when taken has it, the first of branch-2,
+// branch-3, ... that taken does not: the default branch of a cloud thread
+// whose name the shared remote has already (a Khala started afresh on a
+// repository another one used). Khala and the CLI both pick it, the CLI
+// to say which.
+func FreeBranch(branch string, taken []string) string {
+	if len(taken) == 0 {
+		return branch
+	}
+	set := make(map[string]bool, len(taken))
+	for _, b := range taken {
+		set[b] = true
+	}
+	name := branch
+	for n := 2; set[name]; n++ {
+		name = branch + "-" + strconv.Itoa(n)
+	}
+	return name
 }
 
 // CheckBranch reports why name is not a branch name git accepts (the

@@ -157,3 +157,21 @@ func TestMessageEncodingUnchangedWithoutWorkspace(t *testing.T) {
 		t.Fatalf("a thread shows workspace: null when it has none: %s", raw)
 	}
 }
+
+// A default branch the shared remote has is not taken again: the next
+// free name is.
+func TestFreeBranch(t *testing.T) {
+	for _, tc := range []struct {
+		taken []string
+		want  string
+	}{
+		{nil, "nerve/w/thread-3"},
+		{[]string{"nerve/w/thread-30", "nerve/w/thread-3-2"}, "nerve/w/thread-3"},
+		{[]string{"nerve/w/thread-3"}, "nerve/w/thread-3-2"},
+		{[]string{"nerve/w/thread-3", "nerve/w/thread-3-2", "nerve/w/thread-3-3"}, "nerve/w/thread-3-4"},
+	} {
+		if got := FreeBranch("nerve/w/thread-3", tc.taken); got != tc.want {
+			t.Errorf("FreeBranch(%v) = %q; want %q", tc.taken, got, tc.want)
+		}
+	}
+}

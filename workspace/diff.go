@@ -2,9 +2,7 @@ package workspace
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"strings"
 )
 
 // Diff writes the thread's change against its base to w: a stat, then
@@ -44,54 +42,4 @@ func (m *Manager) threadSource(ctx context.Context, ws Workspace) (source, error
 		return src, err
 	}
 	return src, m.ensure(ctx, src, ws.Base, "the thread's base")
-}
-
-// Checkout makes branch name (ws.Branch when "") in the user's repository
-// at dir point at the thread's head and switches dir's checkout to it, as
-// `gh pr checkout` does: for review and merge. The head is fetched from
-// the thread's repository when dir lacks it. An existing branch is only
-// fast-forwarded; one that is not behind the head is ErrBranchExists.
-func (m *Manager) Checkout(ctx context.Context, dir string, ws Workspace, name string) (string, error) {
-	if name == "" {
-		name = ws.Branch
-	}
-	if err := m.ValidBranch(ctx, name); err != nil {
-		return "", err
-	}
-	user, err := m.source(ctx, Workspace{Repo: dir})
-	if err != nil {
-		return "", err
-	}
-	if !m.has(ctx, user.dir, ws.Head) {
-		if _, err := m.run(ctx, user.dir, nil, "fetch", "--quiet", "--no-tags", "--", ws.Repo, "refs/heads/"+ws.Branch); err != nil {
-			return "", remoteErr("fetch from", ws.Repo, err)
-		}
-		if !m.has(ctx, user.dir, ws.Head) {
-			return "", wsErr(ErrUnknownRev, fmt.Sprintf("the thread's head %s is not on branch %q of %s", short(ws.Head), ws.Branch, ws.Repo))
-		}
-	}
-	ref := "refs/heads/" + name
-	have := m.resolve(ctx, user.dir, ref)
-	cur, _ := m.run(ctx, user.dir, nil, "symbolic-ref", "--quiet", "HEAD")
-	current := strings.TrimSpace(cur) == ref
-	if have != "" && have != ws.Head {
-		if _, err := m.run(ctx, user.dir, nil, "merge-base", "--is-ancestor", have, ws.Head); err != nil {
-			return "", wsErr(ErrBranchExists, fmt.Sprintf("branch %q exists in %s and is not behind the thread's head %s; name another branch", name, user.dir, short(ws.Head)))
-		}
-	}
-	switch {
-	case current && have != ws.Head:
-		_, err = m.run(ctx, user.dir, nil, "merge", "--quiet", "--ff-only", ws.Head)
-	case current:
-	case have == "":
-		_, err = m.run(ctx, user.dir, nil, "switch", "--quiet", "-c", name, ws.Head)
-	default:
-		if _, err = m.run(ctx, user.dir, nil, "update-ref", ref, ws.Head, have); err == nil {
-			_, err = m.run(ctx, user.dir, nil, "switch", "--quiet", name)
-		}
-	}
-	if err != nil {
-		return "", fail(fmt.Sprintf("check out branch %q in %s", name, user.dir), err)
-	}
-	return name, nil
 }

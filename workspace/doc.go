@@ -27,8 +27,11 @@
 //     for Merge).
 //   - Merge when the last of parallel turns answers: their commits into the
 //     branch in step order, stopping at the first conflict.
-//   - Diff, Checkout for `nerve thread diff` and `nerve thread checkout`;
-//     Remove when a thread ends here; Prune for what a crash left.
+//   - Diff, Checkout for `nerve thread diff` and `nerve thread checkout`
+//     (Checkout only in the thread's repository, never over uncommitted
+//     work); Remove when a thread ends or moves to another machine
+//     (CloudKeys lists the cloud threads' worktrees a daemon holds, from
+//     their records); Prune for what a crash left.
 //
 // Scratch is the other place a turn works in: the private directory of a
 // thread (or of one remote turn) with neither a workspace nor a workdir,

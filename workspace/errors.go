@@ -27,6 +27,8 @@ var (
 	ErrWorktree     = errors.New("worktree damaged")
 	ErrConflict     = errors.New("merge conflict")
 	ErrGit          = errors.New("git failed")
+	ErrOtherRepo    = errors.New("not the thread's repository")
+	ErrDirty        = errors.New("uncommitted changes")
 )
 
 // Error is a workspace failure as a turn reports it: Kind is KindMerge for

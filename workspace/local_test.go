@@ -177,14 +177,18 @@ func TestCheckout(t *testing.T) {
 	}
 	ws.Head = res.Commit
 
-	// An untracked file the thread also adds: git refuses, and says why.
+	// An untracked file (the thread also adds it): refused before git is
+	// asked to switch, the file named.
 	write(t, filepath.Join(repo, "new.txt"), "mine\n")
 	_, err = m.Checkout(bg, repo, ws, "")
-	wantErr(t, err, ErrGit, KindWorkspace)
-	if !strings.Contains(err.Error(), "untracked working tree files would be overwritten by checkout: new.txt") {
-		t.Errorf("checkout over an untracked file: %v; want git's reason", err)
+	wantErr(t, err, ErrDirty, KindWorkspace)
+	if !strings.Contains(err.Error(), "untracked files (new.txt)") {
+		t.Errorf("checkout over an untracked file: %v; want it named", err)
 	}
 	os.Remove(filepath.Join(repo, "new.txt"))
+	// Another repository is not the thread's.
+	_, err = m.Checkout(bg, newRepo(t), ws, "")
+	wantErr(t, err, ErrOtherRepo, KindWorkspace)
 
 	gitT(t, repo, "branch", "behind", ws.Base)
 	gitT(t, repo, "branch", "diverged", gitT(t, repo, "commit-tree", "main~1^{tree}", "-p", "main~1", "-m", "elsewhere"))

@@ -84,6 +84,21 @@ func (m *Manager) Prune(ctx context.Context, keep Keep) (Pruned, error) {
 	return p, nil
 }
 
+// CloudKeys lists the thread keys of the cloud threads' worktrees on this
+// machine, from their records: what a daemon holds across its restarts,
+// to remove when the thread ends or moves to another machine.
+func (m *Manager) CloudKeys() []string {
+	seen := map[string]bool{}
+	var keys []string
+	for _, t := range m.trees() {
+		if t.meta.Cloud && !seen[t.meta.Key] {
+			seen[t.meta.Key] = true
+			keys = append(keys, t.meta.Key)
+		}
+	}
+	return keys
+}
+
 type tree struct {
 	dir  string
 	meta *treeMeta

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 )
 
@@ -66,6 +67,27 @@ func (m *Manager) resolveBase(ctx context.Context, ws Workspace) (source, Worksp
 	}
 	ws.Base = base
 	return src, ws, nil
+}
+
+// Branches lists the branches of ws's repository whose names begin with
+// prefix: for a cloud thread, what its remote had when this machine's
+// mirror was last fetched (Resolve fetches it).
+func (m *Manager) Branches(ctx context.Context, ws Workspace, prefix string) ([]string, error) {
+	src, err := m.source(ctx, ws)
+	if err != nil {
+		return nil, err
+	}
+	out, err := m.run(ctx, src.dir, nil, "for-each-ref", "--format=%(refname:lstrip=2)", "refs/heads/"+path.Dir(prefix)+"/")
+	if err != nil {
+		return nil, fail("list the branches of "+src.repo, err)
+	}
+	var names []string
+	for _, name := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	return names, nil
 }
 
 func branchExists(branch, repo string) error {

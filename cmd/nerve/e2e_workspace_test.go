@@ -236,13 +236,11 @@ func TestE2EWorkspaceExampleLocal(t *testing.T) {
 	if !strings.Contains(s.stdout, "CHANGES.md") || strings.Contains(s.stdout, "@@") {
 		t.Fatalf("thread diff --stat:\n%s", s)
 	}
-	// An untracked CHANGES.md, which the thread adds: git's reason, not
-	// its last word (Aborting).
+	// An untracked CHANGES.md, which the thread adds: refused before git
+	// is asked to switch, the file named.
 	os.WriteFile(filepath.Join(repo, "CHANGES.md"), []byte("mine\n"), 0o644)
-	refused := e.runIn(repo, 1, "thread", "checkout", run.Thread, "--branch", "review/retries")
-	if !strings.Contains(refused.stderr, "untracked working tree files would be overwritten by checkout: CHANGES.md") {
-		t.Fatalf("checkout over an untracked file:\n%s", refused)
-	}
+	refused := e.runIn(repo, 2, "thread", "checkout", run.Thread, "--branch", "review/retries")
+	oneLineError(t, refused, "has uncommitted changes or untracked files (CHANGES.md)")
 	os.Remove(filepath.Join(repo, "CHANGES.md"))
 	e.runIn(repo, 0, "thread", "checkout", run.Thread, "--branch", "review/retries")
 	if cur := git(t, repo, "branch", "--show-current"); cur != "review/retries" {

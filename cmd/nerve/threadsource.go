@@ -89,7 +89,7 @@ type remoteSource struct{ c *remote.Client }
 func (s remoteSource) Start(ctx context.Context, req daemon.StartRequest) (*workflow.Thread, error) {
 	start := api.StartThread{Input: req.Input, Priority: req.Priority}
 	if w := req.Workspace; w != nil {
-		start.Workspace = &api.StartWorkspace{Repo: w.Repo, Base: w.Base, Branch: w.Branch}
+		start.Workspace = &api.StartWorkspace{Repo: w.Repo, Base: w.Base, Branch: w.Branch, Taken: w.Taken}
 	}
 	if p, err := workflow.ParseRef(req.Parent); req.Parent != "" && err == nil && p.Thread != "" {
 		// Started from inside a turn of a thread of this remote: its child.

@@ -161,6 +161,7 @@ func workflowRunRun(ctx context.Context, f *Factory, opts *workflowRunOptions) e
 		return err
 	}
 	ref = workflow.Ref{Remote: ref.Remote, Workflow: t.Workflow, Thread: t.ID}
+	noteTakenBranch(f, req.Workspace, ref)
 	if opts.Detach {
 		if opts.JSON {
 			return json.NewEncoder(f.IO.Out).Encode(newRunResult(ref, t))

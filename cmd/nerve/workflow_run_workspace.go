@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/nerve-agents/nerve/config"
@@ -186,11 +188,46 @@ func cloudWorkspace(ctx context.Context, f *Factory, c *remote.Client, opts *wor
 	} else {
 		ws.Branch = workflow.DefaultBranch(name, "thread-check")
 	}
-	got, err := newWorkspaceManager(f).Resolve(ctx, ws)
+	m := newWorkspaceManager(f)
+	got, err := m.Resolve(ctx, ws)
 	if err != nil {
 		return nil, runWorkspaceError(err)
 	}
-	return &daemon.WorkspaceRequest{Repo: ws.Repo, Base: got.Base, Branch: opts.Branch}, nil
+	req := &daemon.WorkspaceRequest{Repo: ws.Repo, Base: got.Base, Branch: opts.Branch}
+	if opts.Branch == "" {
+		req.Taken = takenBranches(ctx, m, ws, name)
+	}
+	return req, nil
+}
+
+// takenBranches are the default branches of workflow name the shared
+// remote has already, as the mirror Resolve fetched says (a Khala started
+// afresh on a repository another one used): Khala gives the thread the
+// next free name instead of one its first push would find taken. A list
+// git cannot give is none (the first push then says so).
+func takenBranches(ctx context.Context, m *workspace.Manager, ws workspace.Workspace, name string) []string {
+	taken, err := m.Branches(ctx, ws, workflow.DefaultBranch(name, "thread-"))
+	if err != nil {
+		return nil
+	}
+	if len(taken) > workflow.MaxTakenBranches {
+		// The newest threads' names are the ones the next thread's can be.
+		slices.SortFunc(taken, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b)) })
+		taken = taken[len(taken)-workflow.MaxTakenBranches:]
+	}
+	return taken
+}
+
+// noteTakenBranch says, after a cloud thread started, that its default
+// branch was taken on the shared remote and which one it has instead.
+func noteTakenBranch(f *Factory, ws *daemon.WorkspaceRequest, ref workflow.Ref) {
+	if ws == nil || ws.Branch != "" || len(ws.Taken) == 0 {
+		return
+	}
+	def := workflow.DefaultBranch(ref.Workflow, ref.Thread)
+	if got := workflow.FreeBranch(def, ws.Taken); got != def {
+		fmt.Fprintf(f.IO.ErrOut, "branch %s exists on %s already: %s works on branch %s\n", def, ws.Repo, ref, got)
+	}
 }
 
 func checkWorkspaceBranch(ctx context.Context, f *Factory, branch string) error {

@@ -124,31 +124,19 @@ func liveWorkspaces(ctx context.Context, f *Factory) (workspace.Keep, error) {
 	for _, at := range st.ActiveTurns {
 		live[at.Thread] = true
 	}
-	cfg, err := f.Config()
-	if err != nil {
-		return workspace.Keep{}, err
-	}
-	var remotes []string
-	for name := range cfg.Remotes {
-		remotes = append(remotes, name)
-	}
-	for _, at := range st.ActiveTurns {
-		if ref, ok := workspaceKeyRef(at.Thread, remotes); ok {
-			live[ref.String()] = true
-		}
-	}
 	clients := map[string]*remote.Client{}
 	asked := map[string]bool{}
 	keepTree := func(key string) bool {
 		if live[key] {
 			return true
 		}
-		ref, ok := workspaceKeyRef(key, remotes)
+		ref, ok := workspaceKeyRef(key)
 		switch {
 		case !ok:
-			// A local thread's id not running here is done with; a key
-			// nerve cannot read is kept.
-			return !localThreadID().MatchString(key)
+			// A local thread's id not running here is done with, and so is
+			// an older daemon's key of a cloud thread (this one never uses
+			// it again); a key nerve cannot read is kept.
+			return !localThreadID().MatchString(key) && !legacyCloudKey().MatchString(key)
 		case ref.Remote == "":
 			return live[ref.Thread] || live[ref.String()]
 		case live[ref.String()]:
@@ -168,21 +156,20 @@ func liveWorkspaces(ctx context.Context, f *Factory) (workspace.Keep, error) {
 // localThreadID is a local thread's worktree key: its id.
 var localThreadID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^thread-[0-9]+$`) })
 
-// workspaceKeyRef reads a worktree's thread key as a ref: a full ref
-// (origin/code-review#thread-7), or the daemon's key of a cloud thread,
-// REMOTE--WORKFLOW--THREAD, for one of the configured remotes.
-func workspaceKeyRef(key string, remotes []string) (workflow.Ref, bool) {
-	if strings.Contains(key, "#") {
-		ref, err := workflow.ParseRef(key)
-		return ref, err == nil && ref.Thread != ""
+// legacyCloudKey is how daemons before the ref keys named a cloud
+// thread's worktree: REMOTE--WORKFLOW--THREAD, which cannot be read back
+// when a remote's name has "--" in it (remotes "o" and "o--x").
+var legacyCloudKey = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9].*--.+--thread-[0-9]+$`) })
+
+// workspaceKeyRef reads a worktree's thread key as a ref: the daemon keys
+// a cloud thread's worktree by its full ref (origin/code-review#thread-7),
+// which names one remote whatever the remotes' names.
+func workspaceKeyRef(key string) (workflow.Ref, bool) {
+	if !strings.Contains(key, "#") {
+		return workflow.Ref{}, false
 	}
-	for _, r := range remotes {
-		rest, ok := strings.CutPrefix(key, r+"--")
-		if i := strings.LastIndex(rest, "--"); ok && i > 0 && i+2 < len(rest) {
-			return workflow.Ref{Remote: r, Workflow: rest[:i], Thread: rest[i+2:]}, true
-		}
-	}
-	return workflow.Ref{}, false
+	ref, err := workflow.ParseRef(key)
+	return ref, err == nil && ref.Thread != ""
 }
 
 // remoteThreadLive reports whether ref names a cloud thread that is still

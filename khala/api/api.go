@@ -149,10 +149,16 @@ type StartParent struct {
 // agent fetches from and pushes to (default: the definition's), the commit
 // it starts from (a full id: the CLI resolves a revision before it starts
 // the thread), and its branch (default nerve/WORKFLOW/thread-N).
+//
+// Taken lists branches the shared remote has that the default could be
+// (the CLI reads them from its mirror: Khala runs no git); a default one
+// of them names is not taken again: the thread's branch is the next free
+// name, nerve/WORKFLOW/thread-N-2, -3, ... (workflow.FreeBranch).
 type StartWorkspace struct {
-	Repo   string `json:"repo,omitempty"`
-	Base   string `json:"base"`
-	Branch string `json:"branch,omitempty"`
+	Repo   string   `json:"repo,omitempty"`
+	Base   string   `json:"base"`
+	Branch string   `json:"branch,omitempty"`
+	Taken  []string `json:"taken,omitempty"`
 }
 
 // TurnEvents reports what an agent noticed while it runs a turn it holds
