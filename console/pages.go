@@ -217,8 +217,3 @@ func (c *Console) queuePage(r *http.Request, _ user) (view, error) {
 	q, err := c.src.Queue(r.Context())
 	return view{name: "queue", title: "Queue", nav: "queue", data: q}, err
 }
-
-func (c *Console) usagePage(r *http.Request, _ user) (view, error) {
-	u, err := c.src.Usage(r.Context())
-	return view{name: "usage", title: "Usage", nav: "usage", data: u}, err
-}

@@ -30,8 +30,9 @@ type Source interface {
 	Agents(ctx context.Context) ([]Agent, error)
 	// Queue lists open turns, oldest first.
 	Queue(ctx context.Context) ([]QueuedTurn, error)
-	// Usage sums tokens and cost.
-	Usage(ctx context.Context) (*UsageReport, error)
+	// Usage totals tokens and cost by q.By from the usage rollup: the
+	// report `nerve usage` and GET /v1/usage give for the same question.
+	Usage(ctx context.Context, q usage.Query) (*usage.Report, error)
 	// Inbox lists the human turns waiting for person.
 	Inbox(ctx context.Context, person string) ([]InboxItem, error)
 	// Answer answers a human turn as person. A bad field is a
@@ -155,20 +156,6 @@ type QueuedTurn struct {
 	Priority                                   int // claims take higher first
 	QueuedAt, LeaseExpires                     time.Time
 	Idle                                       bool // waited past its idle limit
-}
-
-// UsageReport is usage summed four ways.
-type UsageReport struct {
-	// Scope says what was summed ("the last 500 threads").
-	Scope                               string
-	ByWorkflow, ByAgent, ByModel, ByDay []UsageRow
-}
-
-// UsageRow is one sum.
-type UsageRow struct {
-	Key   string
-	Turns int
-	usage.Totals
 }
 
 // InboxItem is a human turn waiting for an answer.

@@ -55,6 +55,17 @@ var funcs = template.FuncMap{
 		return fmt.Sprintf("$%.4f", *f)
 	},
 	"tokens": tokens,
+	// totalcost is a sum's cost as `nerve usage` shows it: "—" when no
+	// message had one, "≥ $x" when some had none.
+	"totalcost": func(t usage.Totals) string {
+		switch {
+		case t.CostUSD == nil:
+			return "—"
+		case t.Unpriced > 0:
+			return "≥ " + usage.Dollars(*t.CostUSD)
+		}
+		return usage.Dollars(*t.CostUSD)
+	},
 	"count": func(n int) string {
 		if n < 0 {
 			return "—"

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/console"
+	"github.com/nerve-agents/nerve/internal/usage"
 	"github.com/nerve-agents/nerve/khala/khaladb"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -29,9 +30,6 @@ type consoleSource struct {
 // countsTTL is how old the list's status counts get before they are
 // counted again.
 var countsTTL = 2 * time.Second
-
-// usageThreads is how many of the newest threads the usage page sums.
-const usageThreads = 500
 
 func (c *consoleSource) Threads(ctx context.Context, f console.ThreadFilter) (*console.ThreadPage, error) {
 	counts, err := c.statusCounts(ctx)
@@ -327,15 +325,6 @@ func (c *consoleSource) eachRecent(ctx context.Context, n int, traces bool, fn f
 	return nil
 }
 
-func (c *consoleSource) Usage(ctx context.Context) (*console.UsageReport, error) {
-	var sum console.UsageSum
-	err := c.eachRecent(ctx, usageThreads, false, func(v *khaladb.ThreadView, _ []workflow.Event) {
-		for _, m := range v.Messages {
-			sum.Add(v.Thread.Workflow, m)
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	return sum.Report(fmt.Sprintf("Per-turn usage of the newest %d threads.", usageThreads)), nil
+func (c *consoleSource) Usage(ctx context.Context, q usage.Query) (*usage.Report, error) {
+	return c.s.usageReport(ctx, q)
 }
