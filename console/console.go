@@ -70,7 +70,8 @@ func New(o Options) *Console {
 	m.HandleFunc("GET /static/{file}", serveStatic)
 	m.HandleFunc("GET /signin", c.handleSignInPage)
 	m.HandleFunc("POST /signin", c.handleSignIn)
-	m.HandleFunc("GET /signin/once", c.handleOnce)
+	m.HandleFunc("GET /signin/once", c.handleOncePage)
+	m.HandleFunc("POST /signin/once", c.handleOnce)
 	m.HandleFunc("POST /signout", c.handleSignOut)
 	m.HandleFunc("GET /{$}", c.page(c.threadsPage))
 	m.HandleFunc("GET /threads/{id}", c.page(c.threadPage))
@@ -105,8 +106,8 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // OneTimeSignIn returns the path of a link that signs person in once:
-// `nerve console` prints it. The code is spent by its first use, so the
-// URL is worthless once the browser has opened it.
+// `nerve console` prints it. Its page's button posts the code, which is
+// spent then, so the URL is worthless once its person has signed in.
 func (c *Console) OneTimeSignIn(person string) string {
 	code := randomToken()
 	c.onceMu.Lock()
