@@ -84,6 +84,7 @@ func New(o Options) *Console {
 	m.HandleFunc("GET /agents", c.page(c.agentsPage))
 	m.HandleFunc("GET /queue", c.page(c.queuePage))
 	m.HandleFunc("GET /usage", c.page(c.usagePage))
+	m.HandleFunc("/", c.handleNotFound)
 	c.mux = m
 	return c
 }
@@ -236,6 +237,16 @@ func writeBody(w http.ResponseWriter, r *http.Request, status int, body []byte) 
 	z.Reset(w)
 	_, _ = z.Write(body)
 	_ = z.Close()
+}
+
+// handleNotFound is the console's own page for a path it has none at,
+// with the navigation when its reader is signed in.
+func (c *Console) handleNotFound(w http.ResponseWriter, r *http.Request) {
+	var u user
+	if _, se := c.session(r); se != nil {
+		u = user{Person: se.person, CSRF: se.csrf}
+	}
+	c.renderError(w, u, http.StatusNotFound, "there is no page at "+r.URL.Path)
 }
 
 func (c *Console) renderError(w http.ResponseWriter, u user, status int, msg string) {

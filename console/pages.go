@@ -38,12 +38,16 @@ func (c *Console) threadsPage(r *http.Request, _ user) (view, error) {
 	if err != nil {
 		return view{}, err
 	}
-	d := threadsData{Filter: f, Page: p, Statuses: Statuses}
+	// The filter offers every workflow with threads, and the definitions
+	// that have none yet.
+	d := threadsData{Filter: f, Page: p, Statuses: Statuses, Workflows: slices.Clone(p.Workflows)}
 	if wfs, err := c.src.Workflows(r.Context()); err == nil {
 		for _, w := range wfs {
 			d.Workflows = append(d.Workflows, w.Name)
 		}
 	}
+	slices.Sort(d.Workflows)
+	d.Workflows = slices.Compact(d.Workflows)
 	link := func(page int) string {
 		v := url.Values{}
 		if f.Workflow != "" {

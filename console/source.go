@@ -99,6 +99,9 @@ type ThreadPage struct {
 	// More says another page follows.
 	More   bool
 	Counts Counts
+	// Workflows names every workflow that has threads, sorted (the
+	// filter's choices, whatever page is shown).
+	Workflows []string
 }
 
 // ThreadSummary is a row of the list.
@@ -158,7 +161,8 @@ type QueuedTurn struct {
 	Idle                                       bool // waited past its idle limit
 }
 
-// InboxItem is a human turn waiting for an answer.
+// InboxItem is a human turn waiting for an answer. Prompt is the role's
+// own, for a person to read: never the prompt composed for an agent.
 type InboxItem struct {
 	Thread, Workflow, Role, Prompt, Instruction string
 	Step                                        int
@@ -175,7 +179,7 @@ func (i InboxItem) MayAnswer(person string) bool {
 
 // NewInboxItem is a waiting turn as the console shows it.
 func NewInboxItem(w workflow.Waiting) InboxItem {
-	it := InboxItem{Thread: w.Thread, Workflow: w.Workflow, Role: w.Role, Prompt: w.Prompt, Instruction: w.Instruction,
+	it := InboxItem{Thread: w.Thread, Workflow: w.Workflow, Role: w.Role, Prompt: w.RolePrompt, Instruction: w.Instruction,
 		Step: w.Step, AnsweredBy: w.AnsweredBy, Since: w.Since}
 	if w.Meta != nil {
 		b, _ := json.MarshalIndent(w.Meta, "", "  ")

@@ -38,6 +38,10 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05")
 	},
 	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	// day and clock are when's halves, which a narrow table puts on two
+	// lines.
+	"day":   func(t time.Time) string { return t.UTC().Format(time.DateOnly) },
+	"clock": func(t time.Time) string { return t.UTC().Format(time.TimeOnly) },
 	"json": func(v any) string {
 		if v == nil {
 			return ""

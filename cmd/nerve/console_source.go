@@ -34,7 +34,12 @@ func (d *consoleDaemon) Threads(ctx context.Context, f console.ThreadFilter) (*c
 	}
 	out := &console.ThreadPage{}
 	var match []*workflow.Thread
+	seen := map[string]bool{}
 	for _, t := range all {
+		if !seen[t.Workflow] {
+			seen[t.Workflow] = true
+			out.Workflows = append(out.Workflows, t.Workflow)
+		}
 		status := t.Status
 		switch t.Status {
 		case workflow.StatusRunning:
@@ -54,6 +59,7 @@ func (d *consoleDaemon) Threads(ctx context.Context, f console.ThreadFilter) (*c
 			match = append(match, t)
 		}
 	}
+	slices.Sort(out.Workflows)
 	from, to, more := f.Window(len(match))
 	out.More = more
 	for _, t := range match[from:to] {
