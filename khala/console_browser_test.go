@@ -83,7 +83,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	agent.putWorkflow(pairWF)
 	done := agent.start("pair", map[string]any{"turns": 1}, "")
 	agent.answerWith(agent.claimOne(), "codex", costing("gpt-5", 1200, 0.01)) // what the usage page shows
-	quick := agent.start("pair", map[string]any{"turns": 1}, "") // its turn is the oldest queued
+	quick := agent.start("pair", map[string]any{"turns": 1}, "")              // its turn is the oldest queued
 	id := agent.start("pair", map[string]any{"turns": 4}, "")
 	shots := filepath.Join(t.TempDir(), "screenshots")
 	os.MkdirAll(shots, 0o755)
