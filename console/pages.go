@@ -182,7 +182,7 @@ func (c *Console) handleAnswer(w http.ResponseWriter, r *http.Request, u user) {
 	if fe, ok := err.(*FieldError); ok {
 		d.Field, d.Error = fe.Field, fe.Message
 	}
-	if !slices.ContainsFunc(items, func(i InboxItem) bool { return i.Thread == a.Thread && i.Step == a.Step }) {
+	if !slices.ContainsFunc(items, func(i InboxItem) bool { return i.Notice == "" && i.Thread == a.Thread && i.Step == a.Step }) {
 		// The turn is gone from the inbox (answered, ended): the error
 		// goes above the list, there is no form to put it beside.
 		d.Field = "thread"

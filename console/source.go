@@ -161,10 +161,13 @@ type QueuedTurn struct {
 	Idle                                       bool // waited past its idle limit
 }
 
-// InboxItem is a human turn waiting for an answer. Prompt is the role's
-// own, for a person to read: never the prompt composed for an agent.
+// InboxItem is a human turn waiting for an answer, or an agent's blocking
+// notice (Notice, its message; Agent, who sent it), listed until the
+// thread's next turn starts. Prompt is the role's own, for a person to
+// read: never the prompt composed for an agent.
 type InboxItem struct {
 	Thread, Workflow, Role, Prompt, Instruction string
+	Notice, Agent                               string
 	Step                                        int
 	Meta                                        string // the role's meta schema as JSON
 	// AnsweredBy are the people who may answer; empty: any person.
