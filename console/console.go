@@ -70,7 +70,8 @@ func New(o Options) *Console {
 	m.HandleFunc("GET /static/{file}", serveStatic)
 	m.HandleFunc("GET /signin", c.handleSignInPage)
 	m.HandleFunc("POST /signin", c.handleSignIn)
-	m.HandleFunc("GET /signin/once", c.handleOnce)
+	m.HandleFunc("GET /signin/once", c.handleOncePage)
+	m.HandleFunc("POST /signin/once", c.handleOnce)
 	m.HandleFunc("POST /signout", c.handleSignOut)
 	m.HandleFunc("GET /{$}", c.page(c.threadsPage))
 	m.HandleFunc("GET /threads/{id}", c.page(c.threadPage))
@@ -83,6 +84,7 @@ func New(o Options) *Console {
 	m.HandleFunc("GET /agents", c.page(c.agentsPage))
 	m.HandleFunc("GET /queue", c.page(c.queuePage))
 	m.HandleFunc("GET /usage", c.page(c.usagePage))
+	m.HandleFunc("/", c.handleNotFound)
 	c.mux = m
 	return c
 }
@@ -105,8 +107,8 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // OneTimeSignIn returns the path of a link that signs person in once:
-// `nerve console` prints it. The code is spent by its first use, so the
-// URL is worthless once the browser has opened it.
+// `nerve console` prints it. Its page's button posts the code, which is
+// spent then, so the URL is worthless once its person has signed in.
 func (c *Console) OneTimeSignIn(person string) string {
 	code := randomToken()
 	c.onceMu.Lock()
@@ -235,6 +237,16 @@ func writeBody(w http.ResponseWriter, r *http.Request, status int, body []byte) 
 	z.Reset(w)
 	_, _ = z.Write(body)
 	_ = z.Close()
+}
+
+// handleNotFound is the console's own page for a path it has none at,
+// with the navigation when its reader is signed in.
+func (c *Console) handleNotFound(w http.ResponseWriter, r *http.Request) {
+	var u user
+	if _, se := c.session(r); se != nil {
+		u = user{Person: se.person, CSRF: se.csrf}
+	}
+	c.renderError(w, u, http.StatusNotFound, "there is no page at "+r.URL.Path)
 }
 
 func (c *Console) renderError(w http.ResponseWriter, u user, status int, msg string) {

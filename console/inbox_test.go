@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nerve-agents/nerve/internal/usage"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -47,7 +48,9 @@ func (s *inboxOnly) Follow(context.Context, string, uint64, func(workflow.Event)
 func (s *inboxOnly) Workflows(context.Context) ([]Workflow, error) { return nil, ErrNotAvailable }
 func (s *inboxOnly) Agents(context.Context) ([]Agent, error)       { return nil, ErrNotAvailable }
 func (s *inboxOnly) Queue(context.Context) ([]QueuedTurn, error)   { return nil, ErrNotAvailable }
-func (s *inboxOnly) Usage(context.Context) (*UsageReport, error)   { return nil, ErrNotAvailable }
+func (s *inboxOnly) Usage(context.Context, usage.Query) (*usage.Report, error) {
+	return nil, ErrNotAvailable
+}
 
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 

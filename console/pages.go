@@ -38,12 +38,16 @@ func (c *Console) threadsPage(r *http.Request, _ user) (view, error) {
 	if err != nil {
 		return view{}, err
 	}
-	d := threadsData{Filter: f, Page: p, Statuses: Statuses}
+	// The filter offers every workflow with threads, and the definitions
+	// that have none yet.
+	d := threadsData{Filter: f, Page: p, Statuses: Statuses, Workflows: slices.Clone(p.Workflows)}
 	if wfs, err := c.src.Workflows(r.Context()); err == nil {
 		for _, w := range wfs {
 			d.Workflows = append(d.Workflows, w.Name)
 		}
 	}
+	slices.Sort(d.Workflows)
+	d.Workflows = slices.Compact(d.Workflows)
 	link := func(page int) string {
 		v := url.Values{}
 		if f.Workflow != "" {
@@ -178,7 +182,7 @@ func (c *Console) handleAnswer(w http.ResponseWriter, r *http.Request, u user) {
 	if fe, ok := err.(*FieldError); ok {
 		d.Field, d.Error = fe.Field, fe.Message
 	}
-	if !slices.ContainsFunc(items, func(i InboxItem) bool { return i.Thread == a.Thread && i.Step == a.Step }) {
+	if !slices.ContainsFunc(items, func(i InboxItem) bool { return i.Notice == "" && i.Thread == a.Thread && i.Step == a.Step }) {
 		// The turn is gone from the inbox (answered, ended): the error
 		// goes above the list, there is no form to put it beside.
 		d.Field = "thread"
@@ -216,9 +220,4 @@ func (c *Console) agentsPage(r *http.Request, _ user) (view, error) {
 func (c *Console) queuePage(r *http.Request, _ user) (view, error) {
 	q, err := c.src.Queue(r.Context())
 	return view{name: "queue", title: "Queue", nav: "queue", data: q}, err
-}
-
-func (c *Console) usagePage(r *http.Request, _ user) (view, error) {
-	u, err := c.src.Usage(r.Context())
-	return view{name: "usage", title: "Usage", nav: "usage", data: u}, err
 }

@@ -6,9 +6,11 @@ import (
 	"time"
 )
 
-// signInData is the sign-in page's.
+// signInData is the sign-in page's. With Code set it is the page of a
+// one-time link: a button that signs Person in by posting the code.
 type signInData struct {
 	CSRF, Error, Help string
+	Code, Person      string
 }
 
 func (c *Console) handleSignInPage(w http.ResponseWriter, r *http.Request) {
@@ -22,19 +24,32 @@ func (c *Console) handleSignInPage(w http.ResponseWriter, r *http.Request) {
 // signInForm renders the form with a fresh CSRF token in a short-lived
 // cookie (double submit: there is no session to hold it yet).
 func (c *Console) signInForm(w http.ResponseWriter, r *http.Request, status int, msg string) {
-	tok := randomToken()
-	setCookie(w, r, preCookie, tok, c.opts.Now().Add(time.Hour))
-	c.render(w, r, status, view{name: "signin", title: "Sign in", data: signInData{CSRF: tok, Error: msg, Help: c.opts.SignInHelp}}, user{})
+	c.signInPage(w, r, status, signInData{Error: msg, Help: c.opts.SignInHelp})
 }
 
-func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
+func (c *Console) signInPage(w http.ResponseWriter, r *http.Request, status int, d signInData) {
+	d.CSRF = randomToken()
+	setCookie(w, r, preCookie, d.CSRF, c.opts.Now().Add(time.Hour))
+	c.render(w, r, status, view{name: "signin", title: "Sign in", data: d}, user{})
+}
+
+// checkSignInForm refuses a sign-in post from another site or without the
+// CSRF token its form was given.
+func checkSignInForm(w http.ResponseWriter, r *http.Request) bool {
 	if err := checkOrigin(r); err != nil {
 		http.Error(w, err.Error(), http.StatusForbidden)
-		return
+		return false
 	}
 	pre, err := r.Cookie(preCookie)
 	if err != nil || !sameToken(r.PostFormValue("csrf"), pre.Value) {
 		http.Error(w, "refused: the form's CSRF token is missing or stale; reload the sign-in page", http.StatusForbidden)
+		return false
+	}
+	return true
+}
+
+func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
+	if !checkSignInForm(w, r) {
 		return
 	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
@@ -65,14 +80,36 @@ func (c *Console) start(w http.ResponseWriter, r *http.Request, person string) {
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
-func (c *Console) handleOnce(w http.ResponseWriter, r *http.Request) {
+// errOnceSpent is a one-time link that signs no one in.
+const errOnceSpent = "this sign-in link is unknown or was used already; run nerve console again for a new one"
+
+// handleOncePage shows a one-time link's page: a button that posts its
+// code. Opening the link spends nothing, so a chat's link preview or a
+// browser's prefetch cannot use it up before its person clicks.
+func (c *Console) handleOncePage(w http.ResponseWriter, r *http.Request) {
 	code := r.URL.Query().Get("code")
+	c.onceMu.Lock()
+	person, ok := c.once[code]
+	c.onceMu.Unlock()
+	if !ok || code == "" {
+		c.signInForm(w, r, http.StatusUnauthorized, errOnceSpent)
+		return
+	}
+	c.signInPage(w, r, http.StatusOK, signInData{Code: code, Person: person})
+}
+
+// handleOnce spends a one-time link's code, posted by its page's button.
+func (c *Console) handleOnce(w http.ResponseWriter, r *http.Request) {
+	if !checkSignInForm(w, r) {
+		return
+	}
+	code := r.PostFormValue("code")
 	c.onceMu.Lock()
 	person, ok := c.once[code]
 	delete(c.once, code)
 	c.onceMu.Unlock()
 	if !ok || code == "" {
-		c.signInForm(w, r, http.StatusUnauthorized, "this sign-in link is unknown or was used already; run nerve console again for a new one")
+		c.signInForm(w, r, http.StatusUnauthorized, errOnceSpent)
 		return
 	}
 	c.start(w, r, person)

@@ -30,8 +30,9 @@ type Source interface {
 	Agents(ctx context.Context) ([]Agent, error)
 	// Queue lists open turns, oldest first.
 	Queue(ctx context.Context) ([]QueuedTurn, error)
-	// Usage sums tokens and cost.
-	Usage(ctx context.Context) (*UsageReport, error)
+	// Usage totals tokens and cost by q.By from the usage rollup: the
+	// report `nerve usage` and GET /v1/usage give for the same question.
+	Usage(ctx context.Context, q usage.Query) (*usage.Report, error)
 	// Inbox lists the human turns waiting for person.
 	Inbox(ctx context.Context, person string) ([]InboxItem, error)
 	// Answer answers a human turn as person. A bad field is a
@@ -98,6 +99,9 @@ type ThreadPage struct {
 	// More says another page follows.
 	More   bool
 	Counts Counts
+	// Workflows names every workflow that has threads, sorted (the
+	// filter's choices, whatever page is shown).
+	Workflows []string
 }
 
 // ThreadSummary is a row of the list.
@@ -157,23 +161,13 @@ type QueuedTurn struct {
 	Idle                                       bool // waited past its idle limit
 }
 
-// UsageReport is usage summed four ways.
-type UsageReport struct {
-	// Scope says what was summed ("the last 500 threads").
-	Scope                               string
-	ByWorkflow, ByAgent, ByModel, ByDay []UsageRow
-}
-
-// UsageRow is one sum.
-type UsageRow struct {
-	Key   string
-	Turns int
-	usage.Totals
-}
-
-// InboxItem is a human turn waiting for an answer.
+// InboxItem is a human turn waiting for an answer, or an agent's blocking
+// notice (Notice, its message; Agent, who sent it), listed until the
+// thread's next turn starts. Prompt is the role's own, for a person to
+// read: never the prompt composed for an agent.
 type InboxItem struct {
 	Thread, Workflow, Role, Prompt, Instruction string
+	Notice, Agent                               string
 	Step                                        int
 	Meta                                        string // the role's meta schema as JSON
 	// AnsweredBy are the people who may answer; empty: any person.
@@ -188,7 +182,7 @@ func (i InboxItem) MayAnswer(person string) bool {
 
 // NewInboxItem is a waiting turn as the console shows it.
 func NewInboxItem(w workflow.Waiting) InboxItem {
-	it := InboxItem{Thread: w.Thread, Workflow: w.Workflow, Role: w.Role, Prompt: w.Prompt, Instruction: w.Instruction,
+	it := InboxItem{Thread: w.Thread, Workflow: w.Workflow, Role: w.Role, Prompt: w.RolePrompt, Instruction: w.Instruction,
 		Step: w.Step, AnsweredBy: w.AnsweredBy, Since: w.Since}
 	if w.Meta != nil {
 		b, _ := json.MarshalIndent(w.Meta, "", "  ")

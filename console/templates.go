@@ -38,6 +38,10 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05")
 	},
 	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	// day and clock are when's halves, which a narrow table puts on two
+	// lines.
+	"day":   func(t time.Time) string { return t.UTC().Format(time.DateOnly) },
+	"clock": func(t time.Time) string { return t.UTC().Format(time.TimeOnly) },
 	"json": func(v any) string {
 		if v == nil {
 			return ""
@@ -55,6 +59,17 @@ var funcs = template.FuncMap{
 		return fmt.Sprintf("$%.4f", *f)
 	},
 	"tokens": tokens,
+	// totalcost is a sum's cost as `nerve usage` shows it: "—" when no
+	// message had one, "≥ $x" when some had none.
+	"totalcost": func(t usage.Totals) string {
+		switch {
+		case t.CostUSD == nil:
+			return "—"
+		case t.Unpriced > 0:
+			return "≥ " + usage.Dollars(*t.CostUSD)
+		}
+		return usage.Dollars(*t.CostUSD)
+	},
 	"count": func(n int) string {
 		if n < 0 {
 			return "—"

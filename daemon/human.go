@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nerve-agents/nerve/workflow"
@@ -18,7 +19,7 @@ func (r *runner) waitHuman(ctx context.Context, t *workflow.Thread, d *workflow.
 	ref := workflow.Ref{Workflow: t.Workflow, Thread: t.ID}.String()
 	w := workflow.Waiting{Thread: t.ID, Workflow: t.Workflow, Ref: ref,
 		Step: turn.Step, Role: turn.Role, Prompt: workflow.Prompt(d, ref, turn, history), Instruction: turn.Instruction,
-		AnsweredBy: []string{}, Since: time.Now().UTC()}
+		RolePrompt: strings.TrimSpace(role.Prompt), AnsweredBy: []string{}, Since: time.Now().UTC()}
 	if role.Meta != nil {
 		w.Meta = role.Meta
 	}

@@ -33,6 +33,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("GET /v1/threads/{id}/events", d.handleEvents)
 	mux.HandleFunc("POST /v1/threads/{id}/answer", d.handleAnswer)
 	mux.HandleFunc("GET /v1/inbox", d.handleInbox)
+	mux.HandleFunc("GET /v1/notices", d.handleNotices)
 	mux.HandleFunc("GET /v1/may-answer", d.handleMayAnswer)
 	mux.HandleFunc("GET /v1/usage", d.handleUsage)
 	mux.HandleFunc("POST /v1/notify", d.handleNotify)

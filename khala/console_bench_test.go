@@ -127,7 +127,7 @@ func BenchmarkConsoleThreadsList10000(b *testing.B) {
 	b.Run("status-count-of-10000", func(b *testing.B) {
 		src := &consoleSource{s: ts.srv}
 		for b.Loop() {
-			if _, err := src.recount(b.Context()); err != nil {
+			if _, _, err := src.recount(b.Context()); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -82,9 +82,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	agent := ts.agent("worker-1")
 	agent.putWorkflow(pairWF)
 	done := agent.start("pair", map[string]any{"turns": 1}, "")
-	tk := agent.claimOne()
-	agent.respond(tk, "a finished thread's only answer", nil)
-	quick := agent.start("pair", map[string]any{"turns": 1}, "") // its turn is the oldest queued
+	agent.answerWith(agent.claimOne(), "codex", costing("gpt-5", 1200, 0.01)) // what the usage page shows
+	quick := agent.start("pair", map[string]any{"turns": 1}, "")              // its turn is the oldest queued
 	id := agent.start("pair", map[string]any{"turns": 4}, "")
 	shots := filepath.Join(t.TempDir(), "screenshots")
 	os.MkdirAll(shots, 0o755)

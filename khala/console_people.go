@@ -23,9 +23,17 @@ func (c *consoleSource) Inbox(ctx context.Context, person string) ([]console.Inb
 	if err != nil {
 		return nil, err
 	}
-	out := make([]console.InboxItem, 0, len(ws))
+	ns, err := c.s.notices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]console.InboxItem, 0, len(ws)+len(ns))
 	for _, w := range ws {
 		out = append(out, console.NewInboxItem(w))
+	}
+	for _, n := range ns {
+		out = append(out, console.InboxItem{Thread: n.Thread, Workflow: n.Workflow, Role: n.Role, Step: n.Step,
+			Notice: n.Message, Agent: n.Agent, Since: n.At})
 	}
 	return out, nil
 }

@@ -129,3 +129,30 @@ func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// The inbox shows a person what is meant for a person: the role's prompt
+// and the turn's instruction, not the prompt composed for an agent (the
+// fenced json block to end with, how to read the thread); so does the
+// thread's page.
+func TestConsoleInboxShowsThePersonsPrompt(t *testing.T) {
+	ts := newTestServer(t)
+	a := ts.agent("laptop")
+	alice := ts.person("alice")
+	a.putWorkflow(releaseWF)
+	id := toApproval(t, a, "")
+	b := newBrowser(t, ts.URL)
+	b.signIn(alice.token)
+	for _, path := range []string{"/inbox", "/threads/" + id} {
+		_, page := b.get(path)
+		for _, want := range []string{"Approve the release, or say what must change.", "approve v1.2"} {
+			if !strings.Contains(page, want) {
+				t.Errorf("%s lacks %q:\n%s", path, want, page)
+			}
+		}
+		for _, agents := range []string{"fenced", "nerve thread messages", "You are approver"} {
+			if strings.Contains(page, agents) {
+				t.Errorf("%s shows the agent's text %q:\n%s", path, agents, page)
+			}
+		}
+	}
+}

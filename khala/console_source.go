@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/nerve-agents/nerve/console"
+	"github.com/nerve-agents/nerve/internal/usage"
 	"github.com/nerve-agents/nerve/khala/khaladb"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -20,25 +22,23 @@ import (
 type consoleSource struct {
 	s *Server
 
-	countsMu sync.Mutex
-	counts   console.Counts
-	countsAt time.Time
-	counting bool // a recount is under way
+	countsMu  sync.Mutex
+	counts    console.Counts
+	workflows []string // of every thread, counted with counts
+	countsAt  time.Time
+	counting  bool // a recount is under way
 }
 
 // countsTTL is how old the list's status counts get before they are
 // counted again.
 var countsTTL = 2 * time.Second
 
-// usageThreads is how many of the newest threads the usage page sums.
-const usageThreads = 500
-
 func (c *consoleSource) Threads(ctx context.Context, f console.ThreadFilter) (*console.ThreadPage, error) {
-	counts, err := c.statusCounts(ctx)
+	counts, names, err := c.statusCounts(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := &console.ThreadPage{Counts: counts}
+	out := &console.ThreadPage{Counts: counts, Workflows: names}
 	waiting, err := c.waitingThreads(ctx)
 	if err != nil {
 		return nil, err
@@ -60,43 +60,46 @@ func (c *consoleSource) Threads(ctx context.Context, f console.ThreadFilter) (*c
 	return out, nil
 }
 
-// statusCounts counts every thread by status. Counting reads every
-// thread, so a page gets the last count at once while a stale one (older
-// than countsTTL) is redone in the background; only the first page waits.
-func (c *consoleSource) statusCounts(ctx context.Context) (console.Counts, error) {
+// statusCounts counts every thread by status and names the workflows
+// they are of. Counting reads every thread, so a page gets the last count
+// at once while a stale one (older than countsTTL) is redone in the
+// background; only the first page waits.
+func (c *consoleSource) statusCounts(ctx context.Context) (console.Counts, []string, error) {
 	c.countsMu.Lock()
 	have, fresh := !c.countsAt.IsZero(), time.Since(c.countsAt) < countsTTL
 	start := have && !fresh && !c.counting
 	if start {
 		c.counting = true
 	}
-	n := c.counts
+	n, names := c.counts, c.workflows
 	c.countsMu.Unlock()
 	if start {
 		go func() {
 			bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
-			_, _ = c.recount(bg)
+			_, _, _ = c.recount(bg)
 		}()
 	}
 	if have {
-		return n, nil
+		return n, names, nil
 	}
 	return c.recount(ctx)
 }
 
-func (c *consoleSource) recount(ctx context.Context) (console.Counts, error) {
+func (c *consoleSource) recount(ctx context.Context) (console.Counts, []string, error) {
 	defer func() { c.countsMu.Lock(); c.counting = false; c.countsMu.Unlock() }()
 	ts, err := c.s.store.Threads(ctx, khaladb.ThreadQuery{})
 	if err != nil {
-		return console.Counts{}, err
+		return console.Counts{}, nil, err
 	}
 	waiting, err := c.waitingThreads(ctx)
 	if err != nil {
-		return console.Counts{}, err
+		return console.Counts{}, nil, err
 	}
 	var n console.Counts
+	seen := map[string]bool{}
 	for _, t := range ts {
+		seen[t.Workflow] = true
 		switch t.Status {
 		case workflow.StatusRunning:
 			n.Running++
@@ -111,10 +114,11 @@ func (c *consoleSource) recount(ctx context.Context) (console.Counts, error) {
 			n.Cancelled++
 		}
 	}
+	names := slices.Sorted(maps.Keys(seen))
 	c.countsMu.Lock()
-	c.counts, c.countsAt = n, time.Now()
+	c.counts, c.workflows, c.countsAt = n, names, time.Now()
 	c.countsMu.Unlock()
-	return n, nil
+	return n, names, nil
 }
 
 func (c *consoleSource) Thread(ctx context.Context, id string) (*console.ThreadDetail, error) {
@@ -327,15 +331,6 @@ func (c *consoleSource) eachRecent(ctx context.Context, n int, traces bool, fn f
 	return nil
 }
 
-func (c *consoleSource) Usage(ctx context.Context) (*console.UsageReport, error) {
-	var sum console.UsageSum
-	err := c.eachRecent(ctx, usageThreads, false, func(v *khaladb.ThreadView, _ []workflow.Event) {
-		for _, m := range v.Messages {
-			sum.Add(v.Thread.Workflow, m)
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	return sum.Report(fmt.Sprintf("Per-turn usage of the newest %d threads.", usageThreads)), nil
+func (c *consoleSource) Usage(ctx context.Context, q usage.Query) (*usage.Report, error) {
+	return c.s.usageReport(ctx, q)
 }

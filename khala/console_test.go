@@ -196,3 +196,33 @@ func TestConsoleRefusesCrossSitePosts(t *testing.T) {
 		t.Error("a refused post signed the person out")
 	}
 }
+
+// An unknown path gets the console's own 404 page, signed in or not; the
+// API's unknown paths keep their JSON error.
+func TestConsoleOwnNotFoundPage(t *testing.T) {
+	ts := newTestServer(t, withPerson)
+	b := newBrowser(t, ts.URL)
+	check := func(signedIn bool) {
+		t.Helper()
+		resp, err := b.c.Get(ts.URL + "/no/such/page")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		page := string(body)
+		if resp.StatusCode != 404 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+			!strings.Contains(page, "there is no page at /no/such/page") || !strings.Contains(page, `href="/static/console.css"`) {
+			t.Errorf("an unknown path: %d %s\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), page)
+		}
+		if strings.Contains(page, "Sign out") != signedIn {
+			t.Errorf("signed in %v, the 404 page's navigation: %s", signedIn, page)
+		}
+	}
+	check(false)
+	b.signIn(testPerson)
+	check(true)
+	if status, body := ts.agent("worker-1").do("GET", "/v1/nothing", nil); status != 404 || errCode(body) != codeNotFound {
+		t.Errorf("/v1/nothing: %d %s", status, body)
+	}
+}

@@ -1,6 +1,7 @@
 package khala
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -119,6 +120,9 @@ func closeTurn(ctx context.Context, def *workflow.Definition, docs *workflow.Doc
 	c.Events = []workflow.Event{ev}
 	c.Thread.Pending = slices.DeleteFunc(slices.Clone(c.Thread.Pending), func(p workflow.Turn) bool { return p.Step == t.Step })
 	c.Thread.UpdatedAt = now
+	if started := cmp.Or(t.ClaimedAt, t.QueuedAt); !c.Thread.Noticed.IsZero() && started.After(c.Thread.Noticed) {
+		c.Thread.Noticed = time.Time{} // a turn started after the notice: it stands no more
+	}
 	// The branch is at the answer's commit on the shared remote: the agent
 	// pushed it (with a lease on the head it started from) before answering.
 	// A parallel turn's commit waits under its turn ref for the merge.

@@ -177,6 +177,7 @@ func waitingOf(def *workflow.Definition, th *khaladb.Thread, t khaladb.Turn) wor
 	w := workflow.Waiting{Thread: th.ID, Workflow: th.Workflow, Ref: th.Workflow + "#" + th.ID, Turn: t.ID, Step: t.Step,
 		Role: t.Role, Prompt: t.Prompt, Instruction: t.Instruction, Since: t.QueuedAt}
 	if r := def.Roles[t.Role]; r != nil {
+		w.RolePrompt = strings.TrimSpace(r.Prompt)
 		w.AnsweredBy = r.AnsweredBy
 		if r.Meta != nil {
 			w.Meta = r.Meta

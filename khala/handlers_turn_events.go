@@ -46,6 +46,9 @@ func (s *Server) handleTurnEvents(w http.ResponseWriter, r *http.Request, a khal
 		c := &khaladb.ThreadChange{Thread: v.Thread}
 		th := v.Thread
 		for _, e := range req.Events {
+			if e.Type == api.EventNotify && e.Status == api.NotifyBlocking {
+				c.Thread.Noticed = now
+			}
 			c.Events = append(c.Events, workflow.Event{At: now, Type: e.Type, Thread: t.Thread,
 				Step: t.Step, Role: t.Role, Agent: a.Name, Adapter: e.Adapter, Status: e.Status, Message: e.Message,
 				Turn: t.ID, Claim: t.Claim, Attempt: t.Attempt})

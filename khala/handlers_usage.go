@@ -19,19 +19,36 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request, _ khaladb.A
 		s.fail(w, r, badRequest("%s", err))
 		return
 	}
-	var rows []usage.Row
-	if q.Thread != "" {
-		read := func(id string) (workflow.UsageOf, error) { return s.usageOf(r.Context(), id) }
-		missing := func(err error) bool { return errors.Is(err, khaladb.ErrNotFound) }
-		if rows, err = workflow.TreeUsageRows(q.Thread, q.Filter(), read, missing); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-	} else if rows, err = s.store.Usage(r.Context(), q.Filter()); err != nil {
+	rep, err := s.usageReport(r.Context(), q)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, usage.Build(rows, q.By, q.Filter()))
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// usageReport answers a usage query: the API's and the console's, so
+// both give the same figures.
+func (s *Server) usageReport(ctx context.Context, q usage.Query) (*usage.Report, error) {
+	if q.By == "" {
+		q.By = "workflow"
+	}
+	var (
+		rows []usage.Row
+		err  error
+	)
+	if q.Thread != "" {
+		read := func(id string) (workflow.UsageOf, error) { return s.usageOf(ctx, id) }
+		missing := func(err error) bool { return errors.Is(err, khaladb.ErrNotFound) }
+		rows, err = workflow.TreeUsageRows(q.Thread, q.Filter(), read, missing)
+	} else {
+		rows, err = s.store.Usage(ctx, q.Filter())
+	}
+	if err != nil {
+		return nil, err
+	}
+	rep := usage.Build(rows, q.By, q.Filter())
+	return &rep, nil
 }
 
 // usageOf reads what a thread's usage report needs of it.

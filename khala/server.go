@@ -178,6 +178,7 @@ func (s *Server) Handler() http.Handler {
 	add("/v1/turns/{turn}/events", route{method: "POST", auth: authAgent, h: s.handleTurnEvents})
 	add("/v1/threads/{id}/turns/{turn}/answer", route{method: "POST", auth: authPerson, h: s.handleAnswer})
 	add("/v1/inbox", route{method: "GET", auth: authPerson, h: s.handleInbox})
+	add("/v1/notices", route{method: "GET", auth: authPerson, h: s.handleNotices})
 	add("/v1/admin/users",
 		route{method: "GET", auth: authAdmin, h: s.handleAdminUsers},
 		route{method: "POST", auth: authAdmin, h: s.handleAdminAddUser})

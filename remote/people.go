@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/nerve-agents/nerve/internal/atomicfile"
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -63,6 +64,18 @@ func (c *Client) asPerson() *Client {
 func (c *Client) Inbox(ctx context.Context) ([]workflow.Waiting, error) {
 	var out []workflow.Waiting
 	err := c.asPerson().Do(ctx, http.MethodGet, "/v1/inbox", nil, &out)
+	return out, err
+}
+
+// Notices is GET /v1/notices: the blocking notices of the remote's
+// threads that no turn has started after, oldest first; none from a Khala
+// older than the endpoint (404).
+func (c *Client) Notices(ctx context.Context) ([]api.Notice, error) {
+	var out []api.Notice
+	err := c.asPerson().Do(ctx, http.MethodGet, "/v1/notices", nil, &out)
+	if IsStatus(err, http.StatusNotFound) {
+		return nil, nil
+	}
 	return out, err
 }
 

@@ -227,14 +227,18 @@ type Waiting struct {
 	Workflow string `json:"workflow"`
 	Ref      string `json:"ref,omitempty"`
 	// Turn is Khala's turn id (the answer endpoint's {turn}); "" locally.
-	Turn        string    `json:"turn,omitempty"`
-	Step        int       `json:"step"`
-	Role        string    `json:"role"`
-	Prompt      string    `json:"prompt"`
-	Instruction string    `json:"instruction"`
-	AnsweredBy  []string  `json:"answered_by"`
-	Meta        any       `json:"meta_schema"`
-	Since       time.Time `json:"since"`
+	Turn        string `json:"turn,omitempty"`
+	Step        int    `json:"step"`
+	Role        string `json:"role"`
+	Prompt      string `json:"prompt"`
+	Instruction string `json:"instruction"`
+	// RolePrompt is the role's own prompt, what a person is shown with
+	// the instruction: Prompt is composed for an agent (the meta schema
+	// as a fenced block to end with, how to read the thread).
+	RolePrompt string    `json:"role_prompt,omitempty"`
+	AnsweredBy []string  `json:"answered_by"`
+	Meta       any       `json:"meta_schema"`
+	Since      time.Time `json:"since"`
 }
 
 // Answer is a person's answer to a human turn.

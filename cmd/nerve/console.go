@@ -28,7 +28,8 @@ func newCmdConsole(f *Factory, runF func(*consoleOptions) error) *cobra.Command 
 		Long: `Serve the web console of the local daemon: threads, live thread pages,
 workflows, the running turns, usage and the inbox of human turns, answered
 through a form. It listens on loopback only and prints a sign-in link that
-works once; the browser that opens it is signed in with a session cookie.
+works once: its page's Sign in button signs the browser in with a session
+cookie (opening the link, as a link preview does, spends nothing).
 Ctrl-C stops it.`,
 		Example: `  nerve console
   nerve console --addr 127.0.0.1:8080`,

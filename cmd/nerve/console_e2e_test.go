@@ -67,6 +67,46 @@ func startConsole(t *testing.T, e *env) string {
 	return ""
 }
 
+// onceForm reads the one-time link's page: the CSRF token and code its
+// sign-in button posts.
+var onceForm = regexp.MustCompile(`(?s)<form method="post" action="/signin/once".*?name="csrf" value="([^"]+)".*?name="code" value="([^"]+)"`)
+
+// useOnceLink opens a one-time sign-in link with c as a browser does:
+// GET shows a button, whose POST signs in. It returns the POST's answer.
+func useOnceLink(t *testing.T, c *http.Client, link string) (*http.Response, string) {
+	t.Helper()
+	status, page := consoleGet(t, c, link)
+	m := onceForm.FindStringSubmatch(page)
+	if status != 200 || m == nil {
+		t.Fatalf("the link's page: %d, want a sign-in button:\n%s", status, page)
+	}
+	base := link[:strings.Index(link, "/signin")]
+	form := url.Values{"csrf": {m[1]}, "code": {m[2]}}
+	req, _ := http.NewRequest("POST", base+"/signin/once", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// signedInConsole starts `nerve console` for e and signs a cookie-keeping
+// client in with its link; it returns the client and the console's base URL.
+func signedInConsole(t *testing.T, e *env) (*http.Client, string) {
+	t.Helper()
+	link := startConsole(t, e)
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	if resp, page := useOnceLink(t, c, link); resp.StatusCode != 200 || !strings.Contains(page, "Sign out") {
+		t.Fatalf("the link did not sign in: %d\n%s", resp.StatusCode, page)
+	}
+	return c, link[:strings.Index(link, "/signin")]
+}
+
 func TestConsoleLocalDaemon(t *testing.T) {
 	e := newEnv(t)
 	e.write("workflows/quick.yaml", quickWorkflow)
@@ -75,19 +115,16 @@ func TestConsoleLocalDaemon(t *testing.T) {
 	link := startConsole(t, e)
 	base := link[:strings.Index(link, "/signin")]
 
+	// A link preview or a prefetch (a GET, without the page's cookie)
+	// spends nothing.
+	for range 2 {
+		if status, page := consoleGet(t, &http.Client{}, link); status != 200 || strings.Contains(page, "Sign out") || !onceForm.MatchString(page) {
+			t.Fatalf("a preview of the link: %d\n%s", status, page)
+		}
+	}
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar}
-	get := func(c *http.Client, url string) (*http.Response, string) {
-		t.Helper()
-		resp, err := c.Get(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, string(b)
-	}
-	resp, page := get(c, link)
+	resp, page := useOnceLink(t, c, link)
 	if resp.StatusCode != 200 || !strings.Contains(page, "Sign out") || !strings.Contains(page, id) {
 		t.Fatalf("the link did not sign in to the threads list: %d\n%s", resp.StatusCode, page)
 	}
@@ -96,16 +133,16 @@ func TestConsoleLocalDaemon(t *testing.T) {
 	}
 	// The link is spent.
 	other, _ := cookiejar.New(nil)
-	if resp, page := get(&http.Client{Jar: other}, link); resp.StatusCode != 401 || strings.Contains(page, "Sign out") {
-		t.Errorf("a second use of the link: %d", resp.StatusCode)
+	if status, page := consoleGet(t, &http.Client{Jar: other}, link); status != 401 || strings.Contains(page, "Sign out") || onceForm.MatchString(page) {
+		t.Errorf("a second use of the link: %d", status)
 	}
 	for path, want := range map[string]string{
 		"/threads/" + id: "author", "/workflows": "quick", "/workflows/quick": "one example turn",
 		"/agents": "Capacity", "/queue": "Queue", "/usage": "quick", "/inbox": "Nothing waits for you",
 	} {
-		resp, page := get(c, base+path)
-		if resp.StatusCode != 200 || !strings.Contains(page, want) {
-			t.Errorf("%s: %d, want %q in:\n%s", path, resp.StatusCode, want, page)
+		status, page := consoleGet(t, c, base+path)
+		if status != 200 || !strings.Contains(page, want) {
+			t.Errorf("%s: %d, want %q in:\n%s", path, status, want, page)
 		}
 	}
 }
@@ -135,21 +172,12 @@ func TestConsoleLocalAnswer(t *testing.T) {
 	e := newEnv(t)
 	e.must(0, "workflow", "run", repoFile(t, "examples/release.yaml"), "--input", "version=1.2", "--detach")
 	waitInbox(t, e, 1)
-	link := startConsole(t, e)
-	base := link[:strings.Index(link, "/signin")]
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar}
+	c, base := signedInConsole(t, e)
 	get := func(path string) (int, string) {
 		t.Helper()
-		resp, err := c.Get(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return consoleGet(t, c, path)
 	}
-	if _, page := get(link); !strings.Contains(page, `<a href="/?status=waiting"><span class="status st-waiting">waiting</span> <b>1</b></a>`) {
+	if _, page := get(base + "/"); !strings.Contains(page, `<a href="/?status=waiting"><span class="status st-waiting">waiting</span> <b>1</b></a>`) {
 		t.Errorf("the list should count the waiting thread:\n%s", page)
 	}
 	_, page := get(base + "/inbox")

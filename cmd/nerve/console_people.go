@@ -25,9 +25,17 @@ func (d *consoleDaemon) Inbox(ctx context.Context, _ string) ([]console.InboxIte
 	if err != nil {
 		return nil, err
 	}
-	out := make([]console.InboxItem, 0, len(ws))
+	ns, err := d.client.Notices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]console.InboxItem, 0, len(ws)+len(ns))
 	for _, w := range ws {
 		out = append(out, console.NewInboxItem(w))
+	}
+	for _, n := range ns {
+		out = append(out, console.InboxItem{Thread: n.Thread, Workflow: n.Workflow, Role: n.Role, Step: n.Step,
+			Notice: n.Message, Agent: n.Agent, Since: n.At})
 	}
 	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nerve-agents/nerve/console"
 	"github.com/nerve-agents/nerve/daemon"
+	"github.com/nerve-agents/nerve/internal/usage"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -22,9 +23,6 @@ type consoleDaemon struct {
 	dirs   []string
 }
 
-// consoleUsageThreads is how many of the newest threads the usage page sums.
-const consoleUsageThreads = 500
-
 func (d *consoleDaemon) Threads(ctx context.Context, f console.ThreadFilter) (*console.ThreadPage, error) {
 	all, err := d.client.Threads(ctx, "", "", 0)
 	if err != nil {
@@ -36,7 +34,12 @@ func (d *consoleDaemon) Threads(ctx context.Context, f console.ThreadFilter) (*c
 	}
 	out := &console.ThreadPage{}
 	var match []*workflow.Thread
+	seen := map[string]bool{}
 	for _, t := range all {
+		if !seen[t.Workflow] {
+			seen[t.Workflow] = true
+			out.Workflows = append(out.Workflows, t.Workflow)
+		}
 		status := t.Status
 		switch t.Status {
 		case workflow.StatusRunning:
@@ -56,6 +59,7 @@ func (d *consoleDaemon) Threads(ctx context.Context, f console.ThreadFilter) (*c
 			match = append(match, t)
 		}
 	}
+	slices.Sort(out.Workflows)
 	from, to, more := f.Window(len(match))
 	out.More = more
 	for _, t := range match[from:to] {
@@ -151,20 +155,7 @@ func (d *consoleDaemon) Queue(ctx context.Context) ([]console.QueuedTurn, error)
 	return out, nil
 }
 
-func (d *consoleDaemon) Usage(ctx context.Context) (*console.UsageReport, error) {
-	ts, err := d.client.Threads(ctx, "", "", consoleUsageThreads)
-	if err != nil {
-		return nil, err
-	}
-	var sum console.UsageSum
-	for _, t := range ts {
-		msgs, err := d.client.Messages(ctx, t.ID, workflow.Filter{})
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range msgs {
-			sum.Add(t.Workflow, m)
-		}
-	}
-	return sum.Report(fmt.Sprintf("Per-turn usage of the newest %d local threads.", consoleUsageThreads)), nil
+// Usage asks the daemon as `nerve usage` does: the same rollup.
+func (d *consoleDaemon) Usage(ctx context.Context, q usage.Query) (*usage.Report, error) {
+	return d.client.Usage(ctx, q)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -29,7 +30,9 @@ func newCmdInbox(f *Factory, runF func(*inboxOptions) error) *cobra.Command {
 		Short: "List the turns waiting for a person, here and on every remote",
 		Long: `List the human turns waiting for an answer: this machine's threads and
 every configured remote's (asked in parallel; one that does not answer in
-time is shown as unreachable). Answer one with 'nerve thread answer'.`,
+time is shown as unreachable). Answer one with 'nerve thread answer'.
+An agent's blocking notice (MCP notify, level blocking) is listed too, as
+a notice, until its thread's next turn starts.`,
 		Example: `  nerve inbox
   nerve inbox --json`,
 		Args: cobra.NoArgs,
@@ -40,15 +43,16 @@ time is shown as unreachable). Answer one with 'nerve thread answer'.`,
 			return inboxRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"waiting": [...], "unreachable": [...]}`)
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"waiting": [...], "notices": [...], "unreachable": [...]}`)
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 2*time.Second, "how long each remote may take to answer")
 	return cmd
 }
 
-// inboxJSON is `nerve inbox --json`: what waits, and the remotes that
-// could not be asked.
+// inboxJSON is `nerve inbox --json`: what waits, the blocking notices
+// that stand, and the remotes that could not be asked.
 type inboxJSON struct {
 	Waiting     []waitingJSON     `json:"waiting"`
+	Notices     []noticeJSON      `json:"notices"`
 	Unreachable []unreachableJSON `json:"unreachable"`
 }
 
@@ -79,6 +83,7 @@ func (e *personTokenError) Error() string { return e.msg }
 type inboxSide struct {
 	remote  string
 	waiting []workflow.Waiting
+	notices []api.Notice
 	err     error
 }
 
@@ -101,7 +106,7 @@ func inboxRun(ctx context.Context, f *Factory, opts *inboxOptions) error {
 	if local.err != nil {
 		return local.err
 	}
-	out := inboxJSON{Waiting: []waitingJSON{}, Unreachable: []unreachableJSON{}}
+	out := inboxJSON{Waiting: []waitingJSON{}, Notices: []noticeJSON{}, Unreachable: []unreachableJSON{}}
 	p := &inboxPrinter{f: f, quiet: opts.JSON}
 	add := func(s inboxSide) {
 		if s.err != nil {
@@ -116,7 +121,10 @@ func inboxRun(ctx context.Context, f *Factory, opts *inboxOptions) error {
 		for _, w := range s.waiting {
 			out.Waiting = append(out.Waiting, newWaitingJSON(w))
 		}
-		p.rows(s.waiting)
+		for _, n := range s.notices {
+			out.Notices = append(out.Notices, newNoticeJSON(n))
+		}
+		p.rows(s.waiting, s.notices)
 	}
 	add(local)
 	for range names {
@@ -136,7 +144,11 @@ func localInbox(ctx context.Context, f *Factory) inboxSide {
 		return inboxSide{err: err}
 	}
 	ws, err := c.Inbox(ctx)
-	return inboxSide{waiting: ws, err: err}
+	if err != nil {
+		return inboxSide{err: err}
+	}
+	ns, err := c.Notices(ctx)
+	return inboxSide{waiting: ws, notices: ns, err: err}
 }
 
 // remoteInbox asks one remote for what waits for this machine's person.
@@ -163,7 +175,14 @@ func remoteInbox(ctx context.Context, f *Factory, name string, timeout time.Dura
 	for i := range ws {
 		ws[i].Ref = workflow.Ref{Remote: name, Workflow: ws[i].Workflow, Thread: ws[i].Thread}.String()
 	}
-	return inboxSide{remote: name, waiting: ws}
+	ns, err := c.Notices(ctx)
+	if err != nil {
+		return inboxSide{remote: name, err: err}
+	}
+	for i := range ns {
+		ns[i].Ref = workflow.Ref{Remote: name, Workflow: ns[i].Workflow, Thread: ns[i].Thread}.String()
+	}
+	return inboxSide{remote: name, waiting: ws, notices: ns}
 }
 
 // personTokenCommand is the command that stores a person's token for
@@ -184,12 +203,16 @@ type inboxPrinter struct {
 	quiet  bool
 	header bool
 	first  *workflow.Waiting
+	notice *api.Notice // the first notice listed
 }
 
 const inboxRow = "%-32s %4s  %-12s %-14s %-10s %s\n"
 
-func (p *inboxPrinter) rows(ws []workflow.Waiting) {
-	if p.quiet || len(ws) == 0 {
+// rows prints a side's turns, then its notices: a notice's row says
+// "notice" where a turn's names who answers, and its message where a
+// turn's has the instruction.
+func (p *inboxPrinter) rows(ws []workflow.Waiting, ns []api.Notice) {
+	if p.quiet || len(ws)+len(ns) == 0 {
 		return
 	}
 	if !p.header {
@@ -204,13 +227,25 @@ func (p *inboxPrinter) rows(ws []workflow.Waiting) {
 		fmt.Fprintf(p.f.IO.Out, inboxRow, w.Ref, strconv.Itoa(w.Step), w.Role, workflow.WhoAnswers(w.AnsweredBy),
 			fmtDuration(time.Since(w.Since).Truncate(time.Second))+" ago", firstLine(w.Instruction))
 	}
+	for i := range ns {
+		n := &ns[i]
+		if p.notice == nil {
+			p.notice = n
+		}
+		fmt.Fprintf(p.f.IO.Out, inboxRow, n.Ref, strconv.Itoa(n.Step), n.Role, "notice",
+			fmtDuration(time.Since(n.At).Truncate(time.Second))+" ago", firstLine(n.Message))
+	}
 }
 
 func (p *inboxPrinter) end(in inboxJSON) {
-	if p.first == nil {
-		fmt.Fprintln(p.f.IO.Out, "nothing waits for a person")
-	} else {
+	switch {
+	case p.first != nil:
 		fmt.Fprintf(p.f.IO.Out, "answer with: %s\n", answerCommand(p.first.Ref, p.first, false))
+	case p.notice == nil:
+		fmt.Fprintln(p.f.IO.Out, "nothing waits for a person")
+	}
+	if p.notice != nil {
+		fmt.Fprintf(p.f.IO.Out, "read a notice's thread with: nerve workflow logs %s\n", p.notice.Ref)
 	}
 	for _, u := range in.Unreachable {
 		msg := strings.TrimPrefix(u.Error, "remote "+u.Remote+": ")

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/internal/usage"
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -95,6 +96,25 @@ type waitingJSON struct {
 	AnsweredBy []string  `json:"answered_by"`
 	Meta       any       `json:"meta_schema"`
 	Since      time.Time `json:"since"`
+}
+
+// noticeJSON is one blocking notice of `nerve inbox --json`: an agent's
+// notify at level blocking, listed until its thread's next turn starts.
+type noticeJSON struct {
+	Thread   string    `json:"thread"`
+	Workflow string    `json:"workflow"`
+	Ref      string    `json:"ref"`
+	Step     int       `json:"step"`
+	Role     string    `json:"role"`
+	Agent    string    `json:"agent"`
+	Level    string    `json:"level"`
+	Message  string    `json:"message"`
+	Since    time.Time `json:"since"`
+}
+
+func newNoticeJSON(n api.Notice) noticeJSON {
+	return noticeJSON{Thread: n.Thread, Workflow: n.Workflow, Ref: n.Ref, Step: n.Step, Role: n.Role, Agent: n.Agent,
+		Level: n.Level, Message: n.Message, Since: n.At}
 }
 
 func newWaitingJSON(w workflow.Waiting) waitingJSON {

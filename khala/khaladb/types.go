@@ -75,6 +75,10 @@ type Thread struct {
 	// StepErrors the errors its merge put on stored messages (merge.go).
 	Round      *Round      `json:"round,omitempty"`
 	StepErrors []StepError `json:"step_errors,omitempty"`
+	// Noticed is when an agent last sent a blocking notice, zeroed once a
+	// turn started after it has answered: which threads' traces the
+	// inbox reads for notices that still stand.
+	Noticed time.Time `json:"noticed,omitzero"`
 	// Version grows with every UpdateThread commit: the optimistic check
 	// that keeps a stale view from overwriting a newer state.
 	Version uint64 `json:"version"`
