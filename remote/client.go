@@ -48,7 +48,9 @@ type Error struct {
 	Status  int    // 0 when the server was not reached
 	Code    string // the server's error code
 	Message string
-	Err     error
+	// ServerHint is what the server says to do next, when it says.
+	ServerHint string
+	Err        error
 }
 
 func (e *Error) Error() string {
@@ -70,6 +72,8 @@ func (e *Error) ExitCode() int { return 1 }
 // Hint says what to do next.
 func (e *Error) Hint() string {
 	switch {
+	case e.ServerHint != "":
+		return e.ServerHint
 	case e.Status == http.StatusUnauthorized:
 		return fmt.Sprintf("this agent's token for %s is missing or no longer accepted; enroll again: nerve init --remote %s=%s --enroll-token TOKEN", e.Remote, e.Remote, e.URL)
 	case e.Status == 0 && errors.Is(e.Err, syscall.ECONNREFUSED):
@@ -198,11 +202,12 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte) (*h
 			Error struct {
 				Code    string `json:"code"`
 				Message string `json:"message"`
+				Hint    string `json:"hint"`
 			} `json:"error"`
 		}
 		e := &Error{Remote: c.Name, URL: c.BaseURL, Status: resp.StatusCode, Message: resp.Status}
 		if json.Unmarshal(raw, &eb) == nil && eb.Error.Message != "" {
-			e.Code, e.Message = eb.Error.Code, eb.Error.Message
+			e.Code, e.Message, e.ServerHint = eb.Error.Code, eb.Error.Message, eb.Error.Hint
 		}
 		return nil, e
 	}

@@ -86,7 +86,7 @@ thread's ref and returns; the daemon carries on.`,
 			return workflowRunRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().StringArrayVarP(&opts.Inputs, "input", "i", nil, "an input as NAME=VALUE (VALUE @FILE reads a file); repeatable")
+	cmd.Flags().StringArrayVarP(&opts.Inputs, "input", "i", nil, "an input as NAME=VALUE (VALUE @FILE reads a file; an array or object input is JSON); repeatable")
 	cmd.Flags().StringVar(&opts.InputFile, "input-file", "", "inputs as one JSON or YAML object")
 	cmd.Flags().BoolVarP(&opts.Detach, "detach", "d", false, "print the thread's ref and return")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the outcome as JSON")
