@@ -173,6 +173,9 @@ func workflowRunRun(ctx context.Context, f *Factory, opts *workflowRunOptions) e
 	}
 	p := newProgress(f.IO, ref.String())
 	p.remote = ref.Remote
+	if h := f.Getenv(envUnclaimedHints); h != "" {
+		p.hints = parseHints(h)
+	}
 	err = src.Events(ctx, t.ID, true, func(e workflow.Event) error {
 		if !opts.JSON {
 			p.Event(e)
