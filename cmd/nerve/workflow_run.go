@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -103,7 +104,11 @@ func workflowRunRun(ctx context.Context, f *Factory, opts *workflowRunOptions) e
 	var ref workflow.Ref
 	if workflow.IsFileRef(opts.Ref) {
 		if _, err := os.Stat(opts.Ref); err != nil {
-			return usageErrorf("", "workflow file %s: %v", opts.Ref, errors.Unwrap(err))
+			hint := ""
+			if errors.Is(err, fs.ErrNotExist) {
+				hint = workflowFileHint(opts.Ref)
+			}
+			return usageErrorf(hint, "workflow file %s: %v", opts.Ref, errors.Unwrap(err))
 		}
 		req.File = opts.Ref
 	} else {
