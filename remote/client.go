@@ -50,7 +50,10 @@ type Error struct {
 	Message string
 	// ServerHint is what the server says to do next, when it says.
 	ServerHint string
-	Err        error
+	// NotKhala: what answers at URL is not a Khala server (its
+	// /v1/health does not answer as one).
+	NotKhala bool
+	Err      error
 }
 
 func (e *Error) Error() string {
@@ -72,6 +75,8 @@ func (e *Error) ExitCode() int { return 1 }
 // Hint says what to do next.
 func (e *Error) Hint() string {
 	switch {
+	case e.NotKhala:
+		return fmt.Sprintf("check the remote's URL (nerve remote list): a Khala server answers GET %s/v1/health", e.URL)
 	case e.ServerHint != "":
 		return e.ServerHint
 	case e.Status == http.StatusUnauthorized:
@@ -208,6 +213,14 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte) (*h
 		e := &Error{Remote: c.Name, URL: c.BaseURL, Status: resp.StatusCode, Message: resp.Status}
 		if json.Unmarshal(raw, &eb) == nil && eb.Error.Message != "" {
 			e.Code, e.Message, e.ServerHint = eb.Error.Code, eb.Error.Message, eb.Error.Hint
+		} else if path == healthPath {
+			e.NotKhala, e.Message = true, fmt.Sprintf("no Khala at %s (GET %s: %s)", c.BaseURL, healthPath, resp.Status)
+		} else if notFoundish(resp.StatusCode) {
+			// Khala answers every error with its JSON: whatever answered
+			// this may not be one. Its health says.
+			if ne := c.notKhala(ctx); ne != nil {
+				return nil, ne
+			}
 		}
 		return nil, e
 	}
@@ -231,14 +244,46 @@ func describeNetErr(err error) string {
 	return err.Error()
 }
 
+const healthPath = "/v1/health"
+
 // Health is GET /v1/health: whether the server answers, and its version.
 func (c *Client) Health(ctx context.Context) (version string, err error) {
 	var out struct {
 		OK      bool   `json:"ok"`
 		Version string `json:"version"`
 	}
-	err = c.Do(ctx, http.MethodGet, "/v1/health", nil, &out)
+	if err = c.Do(ctx, http.MethodGet, healthPath, nil, &out); err == nil && !out.OK {
+		err = c.notKhalaAnswer()
+	}
 	return out.Version, err
+}
+
+// notFoundish are the statuses of a server that has no such endpoint or
+// method: a URL that points at something other than a Khala.
+func notFoundish(status int) bool {
+	return status == http.StatusNotFound || status == http.StatusMethodNotAllowed || status == http.StatusNotImplemented
+}
+
+// notKhala asks /v1/health whether a Khala answers at c's URL; it is the
+// error saying it does not, nil when one does (or the question failed).
+func (c *Client) notKhala(ctx context.Context) *Error {
+	var out struct {
+		OK bool `json:"ok"`
+	}
+	err := c.once(ctx, http.MethodGet, healthPath, nil, &out, 5*time.Second)
+	var e *Error
+	switch {
+	case errors.As(err, &e) && e.NotKhala:
+		return e
+	case err == nil && !out.OK:
+		return c.notKhalaAnswer()
+	}
+	return nil
+}
+
+func (c *Client) notKhalaAnswer() *Error {
+	return &Error{Remote: c.Name, URL: c.BaseURL, Status: http.StatusOK, NotKhala: true,
+		Message: fmt.Sprintf("no Khala at %s (GET %s does not answer {\"ok\": true})", c.BaseURL, healthPath)}
 }
 
 // Me is GET /v1/agents/me: the agent this client's token belongs to.
