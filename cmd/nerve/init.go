@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -224,6 +225,10 @@ func existed(path string, created bool) string {
 }
 
 func printChecks(io *IOStreams, rep initReport) {
+	width := 22 // a long name (adapter reviewer-bot-2) widens the column for all
+	for _, c := range rep.Checks {
+		width = max(width, utf8.RuneCountInString(c.Name))
+	}
 	for _, c := range rep.Checks {
 		mark := "✓"
 		if !c.OK {
@@ -232,9 +237,9 @@ func printChecks(io *IOStreams, rep initReport) {
 				mark = "!"
 			}
 		}
-		fmt.Fprintf(io.Out, "%s %-22s %s\n", mark, c.Name, c.Detail)
+		fmt.Fprintf(io.Out, "%s %-*s %s\n", mark, width, c.Name, c.Detail)
 		if !c.OK && c.Hint != "" {
-			fmt.Fprintf(io.Out, "  %-22s hint: %s\n", "", c.Hint)
+			fmt.Fprintf(io.Out, "  %-*s hint: %s\n", width, "", c.Hint)
 		}
 	}
 	if rep.OK {
