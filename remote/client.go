@@ -217,9 +217,10 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte) (*h
 			e.NotKhala, e.Message = true, fmt.Sprintf("no Khala at %s (GET %s: %s)", c.BaseURL, healthPath, resp.Status)
 		} else if notFoundish(resp.StatusCode) {
 			// Khala answers every error with its JSON: whatever answered
-			// this may not be one. Its health says.
-			if ne := c.notKhala(ctx); ne != nil {
-				return nil, ne
+			// this may not be one. Its health says; the status stays this
+			// answer's, for callers that act on it.
+			if why := c.notKhala(ctx); why != "" {
+				e.NotKhala, e.Message = true, why
 			}
 		}
 		return nil, e
@@ -264,9 +265,9 @@ func notFoundish(status int) bool {
 	return status == http.StatusNotFound || status == http.StatusMethodNotAllowed || status == http.StatusNotImplemented
 }
 
-// notKhala asks /v1/health whether a Khala answers at c's URL; it is the
-// error saying it does not, nil when one does (or the question failed).
-func (c *Client) notKhala(ctx context.Context) *Error {
+// notKhala asks /v1/health whether a Khala answers at c's URL: it says
+// why not, or "" when one does (or the question failed).
+func (c *Client) notKhala(ctx context.Context) string {
 	var out struct {
 		OK bool `json:"ok"`
 	}
@@ -274,11 +275,11 @@ func (c *Client) notKhala(ctx context.Context) *Error {
 	var e *Error
 	switch {
 	case errors.As(err, &e) && e.NotKhala:
-		return e
+		return e.Message
 	case err == nil && !out.OK:
-		return c.notKhalaAnswer()
+		return c.notKhalaAnswer().Message
 	}
-	return nil
+	return ""
 }
 
 func (c *Client) notKhalaAnswer() *Error {
