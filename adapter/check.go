@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -20,7 +22,8 @@ type Availability struct {
 	Info
 	// Path is where the binary was found.
 	Path string `json:"path,omitempty"`
-	// Version is the first line of `BINARY --version` (agent CLIs only).
+	// Version is the line of `BINARY --version` that names the version
+	// (agent CLIs only).
 	Version string `json:"version,omitempty"`
 	OK      bool   `json:"ok"`
 	Problem string `json:"problem,omitempty"`
@@ -76,7 +79,28 @@ func Check(ctx context.Context, name string, c Spec, pathEnv string) Availabilit
 	case err != nil:
 		av.Problem = fmt.Sprintf("%s --version failed (%v): %s", info.Binary, err, first)
 	default:
-		av.OK, av.Version = true, first
+		av.OK, av.Version = true, versionLine(out.String())
 	}
 	return av
+}
+
+// versionRE is what a version looks like: 0.46.0, v2.1.3, 1.2.
+var versionRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\bv?\d+\.\d+`) })
+
+// versionLine picks the line of `--version` output that names the
+// version: a CLI may print a warning first (codex: "WARNING: proceeding,
+// even though we could not update PATH: ..."). Without one, the first line.
+func versionLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, l := range lines {
+		l = strings.TrimSpace(l)
+		upper := strings.ToUpper(l)
+		if strings.HasPrefix(upper, "WARN") || strings.HasPrefix(upper, "ERROR") || strings.HasPrefix(upper, "NOTE") {
+			continue
+		}
+		if versionRE().MatchString(l) {
+			return l
+		}
+	}
+	return strings.TrimSpace(lines[0])
 }

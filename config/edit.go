@@ -156,3 +156,19 @@ func keyIndex(m *yaml.Node, key string) int {
 }
 
 func scalar(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Value: s} }
+
+// SetAgentName changes agent.name in the nerve.yaml at path, keeping the
+// rest of the file and its comments, as SetRemote does.
+func SetAgentName(path, name string) error {
+	return editFile(path, func(doc *yaml.Node) error {
+		agent := mappingAt(doc, "agent", true)
+		if i := keyIndex(agent, "name"); i >= 0 {
+			// The line's comment stays; !!str quotes a name YAML would
+			// read as another type (null, 1e3).
+			agent.Content[i+1].Value, agent.Content[i+1].Tag, agent.Content[i+1].Style = name, "!!str", 0
+		} else {
+			agent.Content = append(agent.Content, scalar("name"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: name})
+		}
+		return nil
+	})
+}

@@ -54,6 +54,8 @@ type errorBody struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
+		// Hint says what to do next, when the server knows (a bad input).
+		Hint string `json:"hint,omitempty"`
 	} `json:"error"`
 }
 
@@ -81,7 +83,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &mbe):
 		writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("request body is larger than %d bytes", mbe.Limit))
 	case errors.As(err, &ie):
-		writeError(w, http.StatusBadRequest, codeInvalidIn, ie.Error())
+		var b errorBody
+		b.Error.Code, b.Error.Message, b.Error.Hint = codeInvalidIn, ie.Error(), ie.Hint()
+		writeJSON(w, http.StatusBadRequest, b)
 	case errors.Is(err, khaladb.ErrNotFound):
 		writeError(w, http.StatusNotFound, codeNotFound, err.Error())
 	case errors.Is(err, khaladb.ErrUnauthorized):

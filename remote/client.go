@@ -48,7 +48,12 @@ type Error struct {
 	Status  int    // 0 when the server was not reached
 	Code    string // the server's error code
 	Message string
-	Err     error
+	// ServerHint is what the server says to do next, when it says.
+	ServerHint string
+	// NotKhala: what answers at URL is not a Khala server (its
+	// /v1/health does not answer as one).
+	NotKhala bool
+	Err      error
 }
 
 func (e *Error) Error() string {
@@ -70,6 +75,10 @@ func (e *Error) ExitCode() int { return 1 }
 // Hint says what to do next.
 func (e *Error) Hint() string {
 	switch {
+	case e.NotKhala:
+		return fmt.Sprintf("check the remote's URL (nerve remote list): a Khala server answers GET %s/v1/health", e.URL)
+	case e.ServerHint != "":
+		return e.ServerHint
 	case e.Status == http.StatusUnauthorized:
 		return fmt.Sprintf("this agent's token for %s is missing or no longer accepted; enroll again: nerve init --remote %s=%s --enroll-token TOKEN", e.Remote, e.Remote, e.URL)
 	case e.Status == 0 && errors.Is(e.Err, syscall.ECONNREFUSED):
@@ -198,11 +207,21 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte) (*h
 			Error struct {
 				Code    string `json:"code"`
 				Message string `json:"message"`
+				Hint    string `json:"hint"`
 			} `json:"error"`
 		}
 		e := &Error{Remote: c.Name, URL: c.BaseURL, Status: resp.StatusCode, Message: resp.Status}
 		if json.Unmarshal(raw, &eb) == nil && eb.Error.Message != "" {
-			e.Code, e.Message = eb.Error.Code, eb.Error.Message
+			e.Code, e.Message, e.ServerHint = eb.Error.Code, eb.Error.Message, eb.Error.Hint
+		} else if path == healthPath {
+			e.NotKhala, e.Message = true, fmt.Sprintf("no Khala at %s (GET %s: %s)", c.BaseURL, healthPath, resp.Status)
+		} else if notFoundish(resp.StatusCode) {
+			// Khala answers every error with its JSON: whatever answered
+			// this may not be one. Its health says; the status stays this
+			// answer's, for callers that act on it.
+			if why := c.notKhala(ctx); why != "" {
+				e.NotKhala, e.Message = true, why
+			}
 		}
 		return nil, e
 	}
@@ -226,14 +245,46 @@ func describeNetErr(err error) string {
 	return err.Error()
 }
 
+const healthPath = "/v1/health"
+
 // Health is GET /v1/health: whether the server answers, and its version.
 func (c *Client) Health(ctx context.Context) (version string, err error) {
 	var out struct {
 		OK      bool   `json:"ok"`
 		Version string `json:"version"`
 	}
-	err = c.Do(ctx, http.MethodGet, "/v1/health", nil, &out)
+	if err = c.Do(ctx, http.MethodGet, healthPath, nil, &out); err == nil && !out.OK {
+		err = c.notKhalaAnswer()
+	}
 	return out.Version, err
+}
+
+// notFoundish are the statuses of a server that has no such endpoint or
+// method: a URL that points at something other than a Khala.
+func notFoundish(status int) bool {
+	return status == http.StatusNotFound || status == http.StatusMethodNotAllowed || status == http.StatusNotImplemented
+}
+
+// notKhala asks /v1/health whether a Khala answers at c's URL: it says
+// why not, or "" when one does (or the question failed).
+func (c *Client) notKhala(ctx context.Context) string {
+	var out struct {
+		OK bool `json:"ok"`
+	}
+	err := c.once(ctx, http.MethodGet, healthPath, nil, &out, 5*time.Second)
+	var e *Error
+	switch {
+	case errors.As(err, &e) && e.NotKhala:
+		return e.Message
+	case err == nil && !out.OK:
+		return c.notKhalaAnswer().Message
+	}
+	return ""
+}
+
+func (c *Client) notKhalaAnswer() *Error {
+	return &Error{Remote: c.Name, URL: c.BaseURL, Status: http.StatusOK, NotKhala: true,
+		Message: fmt.Sprintf("no Khala at %s (GET %s does not answer {\"ok\": true})", c.BaseURL, healthPath)}
 }
 
 // Me is GET /v1/agents/me: the agent this client's token belongs to.

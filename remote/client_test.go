@@ -81,3 +81,30 @@ func TestTokenFiles(t *testing.T) {
 		t.Fatalf("a world-readable token must be refused: %v", err)
 	}
 }
+
+// What answers a non-JSON 404 where a Khala should be is asked for its
+// /v1/health: not a Khala there, the error says so and keeps the status;
+// a Khala that lacks the endpoint keeps its plain answer.
+func TestNotAKhala(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	_, err := New("weird", srv.URL, "t").Me(context.Background())
+	var e *Error
+	if !asError(err, &e) || !e.NotKhala || e.Status != 404 || e.Error() != "remote weird: no Khala at "+srv.URL+" (GET /v1/health: 404 Not Found)" ||
+		!strings.Contains(e.Hint(), srv.URL+"/v1/health") {
+		t.Fatalf("not a Khala: %v (hint %q)", err, e.Hint())
+	}
+
+	khala := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/health" {
+			w.Write([]byte(`{"ok": true, "version": "v1"}`))
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer khala.Close()
+	_, err = New("old", khala.URL, "t").Me(context.Background())
+	if !asError(err, &e) || e.NotKhala || e.Status != 404 || e.Message != "404 Not Found" {
+		t.Fatalf("a Khala without the endpoint: %v", err)
+	}
+}

@@ -1,6 +1,8 @@
 package workflow
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -13,6 +15,8 @@ import (
 // usage error, found before the thread starts.
 type InputError struct {
 	Workflow, Input, Why string
+	// Advice replaces the general hint when the value's form is the trouble.
+	Advice string
 }
 
 func (e *InputError) Error() string {
@@ -20,6 +24,9 @@ func (e *InputError) Error() string {
 }
 func (e *InputError) ExitCode() int { return 2 }
 func (e *InputError) Hint() string {
+	if e.Advice != "" {
+		return e.Advice
+	}
 	return "pass inputs with --input NAME=VALUE or --input-file FILE.json"
 }
 
@@ -30,7 +37,7 @@ func (d *Definition) CheckInputs(in map[string]any) (map[string]any, error) {
 	out := make(map[string]any, len(d.Inputs))
 	for k, v := range in {
 		if _, ok := d.Inputs[k]; !ok {
-			return nil, &InputError{d.Name, k, fmt.Sprintf("is not declared (inputs: %s)", strings.Join(slices.Sorted(maps.Keys(d.Inputs)), ", "))}
+			return nil, &InputError{Workflow: d.Name, Input: k, Why: fmt.Sprintf("is not declared (inputs: %s)", strings.Join(slices.Sorted(maps.Keys(d.Inputs)), ", "))}
 		}
 		out[k] = v
 	}
@@ -43,13 +50,17 @@ func (d *Definition) CheckInputs(in map[string]any) (map[string]any, error) {
 				continue
 			}
 			if spec.Required {
-				return nil, &InputError{d.Name, name, "is required"}
+				return nil, &InputError{Workflow: d.Name, Input: name, Why: "is required"}
 			}
 			continue
 		}
-		cv, err := coerce(spec.Type, v)
+		cv, err := coerceInput(spec.Type, v)
 		if err != nil {
-			return nil, &InputError{d.Name, name, err.Error()}
+			ie := &InputError{Workflow: d.Name, Input: name, Why: err.Error()}
+			if nj := (*notJSONError)(nil); errors.As(err, &nj) {
+				ie.Advice = fmt.Sprintf(`write it as JSON, e.g. --input %s='%s', or give the inputs in --input-file FILE.yaml`, name, jsonExample(spec.Type))
+			}
+			return nil, ie
 		}
 		out[name] = cv
 	}
@@ -110,4 +121,32 @@ func coerce(typ string, v any) (any, error) {
 		}
 	}
 	return nil, fmt.Errorf("must be of type %s, got %s", typ, short(v))
+}
+
+// notJSONError is an object or array input given as a string that is not
+// JSON: the command line has no other way to write one.
+type notJSONError struct{ msg string }
+
+func (e *notJSONError) Error() string { return e.msg }
+
+// coerceInput is coerce for a thread's input, where an object or array
+// may come as JSON text: the command line has no other way to write one
+// (--input changes='["a","b"]').
+func coerceInput(typ string, v any) (any, error) {
+	s, ok := v.(string)
+	if !ok || (typ != "object" && typ != "array") {
+		return coerce(typ, v)
+	}
+	var parsed any
+	if err := json.Unmarshal([]byte(s), &parsed); err != nil {
+		return nil, &notJSONError{fmt.Sprintf("must be of type %s, and %s is not JSON", typ, short(s))}
+	}
+	return coerce(typ, parsed)
+}
+
+func jsonExample(typ string) string {
+	if typ == "object" {
+		return `{"key": "value"}`
+	}
+	return `["a", "b"]`
 }

@@ -109,13 +109,13 @@ func TestProgressRemote(t *testing.T) {
 		p.Event(workflow.Event{Type: khalaTurnQueued, Step: 1, Role: "author", At: now})
 		p.Event(workflow.Event{Type: workflow.EventTurnStarted, Step: 1, Role: "author", Agent: "laptop-1", At: now})
 		p.Event(workflow.Event{Type: khalaTurnExpired, Step: 1, Role: "author", Agent: "laptop-1", At: now})
-		time.Sleep(unclaimedHint + time.Second) // step 1's second wait outlasts the hint
+		time.Sleep(unclaimedHints[0] + time.Second) // step 1's second wait outlasts the hint
 		synctest.Wait()
 		p.Event(workflow.Event{Type: workflow.EventTurnStarted, Step: 1, Role: "author", Agent: "desk-2", At: now})
 		p.Event(workflow.Event{Type: workflow.EventTurnAnswered, Step: 1, Role: "author", Agent: "desk-2", Adapter: "claude", At: now})
 		p.Event(workflow.Event{Type: khalaTurnQueued, Step: 2, Role: "reviewer", At: now})
 		p.Close()
-		time.Sleep(2 * unclaimedHint) // a hint armed past Close would show now
+		time.Sleep(20 * time.Minute) // a hint armed past Close would show now
 		synctest.Wait()
 		got := errOut.String()
 		for _, want := range []string{
@@ -133,4 +133,40 @@ func TestProgressRemote(t *testing.T) {
 			t.Fatalf("want one hint (step 1's second wait), got:\n%s", got)
 		}
 	})
+}
+
+// A turn that stays unclaimed is named again at a minute, then every five
+// minutes, in a shorter line: not once and then silence.
+func TestProgressRemindsWhileUnclaimed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		io, _, errOut := TestStreams()
+		p := newProgress(io, "origin/code-review#thread-1")
+		p.remote = "origin"
+		p.Event(workflow.Event{Type: khalaTurnQueued, Step: 1, Role: "author", At: time.Now()})
+		time.Sleep(11*time.Minute + time.Second)
+		synctest.Wait()
+		p.Event(workflow.Event{Type: workflow.EventTurnStarted, Step: 1, Role: "author", Agent: "late", At: time.Now()})
+		time.Sleep(20 * time.Minute) // claimed: no more reminders
+		synctest.Wait()
+		p.Close()
+		want := "step 1  author  waiting 10.0s for an agent to claim it; agents serve origin with a running daemon whose nerve.yaml has a khala sense of it and a do: turn reflex\n" +
+			"step 1  author  still unclaimed after 1m0s; no agent serves origin\n" +
+			"step 1  author  still unclaimed after 6m0s; no agent serves origin\n" +
+			"step 1  author  still unclaimed after 11m0s; no agent serves origin\n" +
+			"step 1  author  started (late)\n"
+		if got := errOut.String(); got != want {
+			t.Fatalf("got:\n%s\nwant:\n%s", got, want)
+		}
+	})
+}
+
+func TestParseHints(t *testing.T) {
+	if got := parseHints("200ms, 1s"); len(got) != 2 || got[0] != 200*time.Millisecond || got[1] != time.Second {
+		t.Fatalf("parseHints: %v", got)
+	}
+	for _, bad := range []string{"x", "1s,0s", "-1s"} {
+		if got := parseHints(bad); len(got) != len(unclaimedHints) {
+			t.Fatalf("parseHints(%q) = %v, want the default", bad, got)
+		}
+	}
 }

@@ -72,7 +72,7 @@ func TestE2EBadInput(t *testing.T) {
 		{"flag of a subcommand", []string{"workspace", "prune", "--bogus"}, 2, "hint: see 'nerve workspace prune --help'"},
 		{"argument to a command of none", []string{"version", "extra"}, 2, `nerve version takes no arguments, got "extra"`},
 		{"too many arguments", []string{"thread", "messages", "a", "b"}, 2, "nerve thread messages takes at most one thread, got 2"},
-		{"help on an unknown command", []string{"help", "bogus"}, 2, `unknown command "bogus" for "nerve"`},
+		{"help on an unknown command", []string{"help", "bogus"}, 2, "nerve: unknown command \"bogus\"\nhint: see 'nerve --help'\n"},
 		{"completion for an unknown shell", []string{"completion", "tcsh"}, 2, `unknown shell "tcsh"; want bash, fish, powershell, zsh`},
 		{"whole number out of range", []string{"thread", "messages", "--last", "99999999999999999999"}, 2, `--last "99999999999999999999": want a whole number from`},
 		{"not a duration", []string{"daemon", "stop", "--timeout", "soon"}, 2, `--timeout "soon": want a duration such as`},

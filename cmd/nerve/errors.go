@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -107,3 +108,37 @@ func wantOf(typ string, cause error) string {
 	}
 	return cause.Error()
 }
+
+// unknownCommandError is a mistyped command or subcommand: a usage error
+// that names the commands it may have meant, as git does:
+// `unknown command "workflwo"; did you mean "workflow"?`.
+type unknownCommandError struct {
+	name   string
+	parent *cobra.Command
+}
+
+// newUnknownCommand is name mistyped as a subcommand of parent.
+func newUnknownCommand(parent *cobra.Command, name string) error {
+	if parent.SuggestionsMinimumDistance <= 0 {
+		parent.SuggestionsMinimumDistance = 2 // cobra's default, which only its root's lookup sets
+	}
+	return &unknownCommandError{name: name, parent: parent}
+}
+
+func (e *unknownCommandError) Error() string {
+	msg := fmt.Sprintf("unknown command %q", e.name)
+	if e.parent.HasParent() {
+		msg += fmt.Sprintf(" for %q", e.parent.CommandPath())
+	}
+	var quoted []string
+	for _, s := range e.parent.SuggestionsFor(e.name) {
+		quoted = append(quoted, strconv.Quote(s))
+	}
+	if len(quoted) > 0 {
+		msg += "; did you mean " + strings.Join(quoted, " or ") + "?"
+	}
+	return msg
+}
+
+func (e *unknownCommandError) ExitCode() int { return exitUsage }
+func (e *unknownCommandError) Hint() string  { return "see '" + e.parent.CommandPath() + " --help'" }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/daemon"
 	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/workflow"
@@ -102,7 +104,7 @@ func inboxRun(ctx context.Context, f *Factory, opts *inboxOptions) error {
 	for _, name := range names {
 		go func() { answers <- remoteInbox(ctx, f, name, opts.Timeout) }()
 	}
-	local := localInbox(ctx, f)
+	local := localInbox(ctx, f, len(names) > 0)
 	if local.err != nil {
 		return local.err
 	}
@@ -138,8 +140,20 @@ func inboxRun(ctx context.Context, f *Factory, opts *inboxOptions) error {
 	return nil
 }
 
-func localInbox(ctx context.Context, f *Factory) inboxSide {
-	c, err := f.daemonClient(ctx)
+// localInbox asks this machine's daemon what waits. With remotes to ask
+// it starts none: a person who answers a Khala's turns needs no daemon
+// here, and a stopped one's threads are listed once it runs again.
+func localInbox(ctx context.Context, f *Factory, remotes bool) inboxSide {
+	var c *daemon.Client
+	var err error
+	if remotes {
+		c = daemon.NewClient(config.Paths{Home: config.Home(f.Getenv)}.Socket())
+		if err = c.Ping(ctx); errors.As(err, new(*daemon.NotRunningError)) {
+			return inboxSide{}
+		}
+	} else {
+		c, err = f.daemonClient(ctx)
+	}
 	if err != nil {
 		return inboxSide{err: err}
 	}

@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	nerve "github.com/nerve-agents/nerve"
 	"github.com/nerve-agents/nerve/config"
-	"github.com/nerve-agents/nerve/remote"
 )
 
 type initOptions struct {
@@ -110,58 +109,72 @@ func initRun(ctx context.Context, f *Factory, opts *initOptions) error {
 	}
 	home := config.Home(f.Getenv)
 	paths := config.Paths{Home: home}
-	var steps []check
-	step := func(name, detail string) {
-		steps = append(steps, check{Name: name, Kind: "setup", OK: true, Detail: detail})
-	}
-
-	created, err := ensureDir(home)
-	if err != nil {
-		return fmt.Errorf("create NERVE_HOME: %w", err)
-	}
-	step("NERVE_HOME", existed(home, created))
 	cfgPath := paths.Config()
 	if f.configFile != "" {
 		cfgPath = f.configFile
 	}
-	name := opts.Name
-	if name == "" {
-		name = config.Defaults(home).Agent.Name
-	}
-	wrote, err := config.WriteInitial(cfgPath, name)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", cfgPath, err)
-	}
-	step("nerve.yaml", existed(cfgPath, wrote))
-	created, err = ensureDir(paths.Workflows())
+	_, err := os.Stat(home)
+	homeExisted := err == nil
+	name, rename, unused, err := initName(f, opts, cfgPath, home)
 	if err != nil {
 		return err
 	}
-	step("workflows", existed(paths.Workflows(), created))
-
-	cfg, err := config.Load(config.LoadOptions{File: f.configFile, Getenv: f.Getenv})
-	if err != nil {
-		return err
-	}
-	if !wrote && opts.Name != "" && opts.Name != cfg.Agent.Name {
-		// init never overwrites nerve.yaml (DESIGN.md), so say why --name did nothing.
-		fmt.Fprintf(f.IO.ErrOut, "--name %s not used: %s names this agent %s and was left as it is; edit agent.name there to rename it\n",
-			opts.Name, displayPath(cfgPath), cfg.Agent.Name)
-	}
+	// The remote is asked before anything is written: a refused enrollment
+	// leaves no nerve.yaml naming an agent the remote did not take, so a
+	// re-run with another --name is not a dead end.
+	var remoteSteps []check
 	if opts.EnrollToken != "" {
-		// Enroll first: a refused token leaves nerve.yaml as it was.
-		detail, err := enroll(ctx, home, remoteName, remoteURL, opts.EnrollToken, cfg.Agent.Name)
+		detail, err := enroll(ctx, home, remoteName, remoteURL, opts.EnrollToken, name)
 		if err != nil {
 			return err
 		}
-		step("enrolled", detail)
+		remoteSteps = append(remoteSteps, check{Name: "enrolled", Kind: "setup", OK: true, Detail: detail})
 	}
 	if opts.PersonToken != "" {
 		detail, err := storePersonToken(ctx, home, remoteName, remoteURL, opts.PersonToken)
 		if err != nil {
 			return err
 		}
-		step("person token", detail)
+		remoteSteps = append(remoteSteps, check{Name: "person token", Kind: "setup", OK: true, Detail: detail})
+	}
+
+	var steps []check
+	step := func(name, detail string) {
+		steps = append(steps, check{Name: name, Kind: "setup", OK: true, Detail: detail})
+	}
+	if _, err := ensureDir(home); err != nil {
+		return fmt.Errorf("create NERVE_HOME: %w", err)
+	}
+	step("NERVE_HOME", existed(home, !homeExisted))
+	fileName := opts.Name
+	if fileName == "" {
+		fileName = config.Defaults(home).Agent.Name
+	}
+	wrote, err := config.WriteInitial(cfgPath, fileName)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", cfgPath, err)
+	}
+	if rename {
+		if err := config.SetAgentName(cfgPath, name); err != nil {
+			return err
+		}
+		step("nerve.yaml", "agent.name set to "+name+" in "+displayPath(cfgPath))
+	} else {
+		step("nerve.yaml", existed(cfgPath, wrote))
+	}
+	created, err := ensureDir(paths.Workflows())
+	if err != nil {
+		return err
+	}
+	step("workflows", existed(paths.Workflows(), created))
+	steps = append(steps, remoteSteps...)
+
+	cfg, err := config.Load(config.LoadOptions{File: f.configFile, Getenv: f.Getenv})
+	if err != nil {
+		return err
+	}
+	if unused != "" {
+		fmt.Fprintln(f.IO.ErrOut, unused)
 	}
 	if r, ok := cfg.Remotes[remoteName]; ok && r.URL == remoteURL {
 		step("remote "+remoteName, remoteURL+" in "+displayPath(cfgPath)+" (left as it is)")
@@ -194,41 +207,6 @@ func initRun(ctx context.Context, f *Factory, opts *initOptions) error {
 	return nil
 }
 
-// enroll enrolls this agent as name with the remote at url, unless the
-// token it already holds for that remote is accepted there: running init
-// again must not spend another enrollment token. It says what it did.
-func enroll(ctx context.Context, home, remoteName, url, enrollToken, name string) (string, error) {
-	if tok, _ := remote.LoadToken(home, remoteName); tok != "" {
-		c := remote.New(remoteName, url, tok)
-		c.Retries = 0
-		if agent, err := c.Me(ctx); err == nil {
-			return fmt.Sprintf("already enrolled as %s with %s; the enrollment token was not used", agent, remoteName), nil
-		}
-	}
-	tok, err := remote.New(remoteName, url, "").Enroll(ctx, enrollToken, name)
-	if err != nil {
-		return "", enrollError(err, remoteName, name)
-	}
-	if err := remote.SaveToken(home, remoteName, tok); err != nil {
-		return "", fmt.Errorf("store the agent token: %w", err)
-	}
-	return fmt.Sprintf("as %s with %s; token in %s (0600)", name, remoteName, displayPath(filepath.Join(home, "tokens", remoteName))), nil
-}
-
-// enrollError says why a remote refused to enroll this agent: the work
-// failed (exit 1), though what to do about it is the user's.
-func enrollError(err error, remoteName, agent string) error {
-	switch {
-	case remote.IsStatus(err, 401):
-		return &failedError{msg: fmt.Sprintf("remote %s refused the enrollment token (used up, expired or wrong)", remoteName),
-			hint: "ask the server's operator for a new one: nerve khala enroll-token"}
-	case remote.IsStatus(err, 409):
-		return &failedError{msg: fmt.Sprintf("remote %s already has an agent called %s", remoteName, agent),
-			hint: "pick another name with --name"}
-	}
-	return err
-}
-
 func ensureDir(path string) (bool, error) {
 	if fi, err := os.Stat(path); err == nil {
 		if !fi.IsDir() {
@@ -247,6 +225,10 @@ func existed(path string, created bool) string {
 }
 
 func printChecks(io *IOStreams, rep initReport) {
+	width := 22 // a long name (adapter reviewer-bot-2) widens the column for all
+	for _, c := range rep.Checks {
+		width = max(width, utf8.RuneCountInString(c.Name))
+	}
 	for _, c := range rep.Checks {
 		mark := "✓"
 		if !c.OK {
@@ -255,9 +237,9 @@ func printChecks(io *IOStreams, rep initReport) {
 				mark = "!"
 			}
 		}
-		fmt.Fprintf(io.Out, "%s %-22s %s\n", mark, c.Name, c.Detail)
+		fmt.Fprintf(io.Out, "%s %-*s %s\n", mark, width, c.Name, c.Detail)
 		if !c.OK && c.Hint != "" {
-			fmt.Fprintf(io.Out, "  %-22s hint: %s\n", "", c.Hint)
+			fmt.Fprintf(io.Out, "  %-*s hint: %s\n", width, "", c.Hint)
 		}
 	}
 	if rep.OK {
@@ -265,24 +247,4 @@ func printChecks(io *IOStreams, rep initReport) {
 	} else {
 		fmt.Fprintln(io.Out, "not ready: fix the ✗ lines above")
 	}
-}
-
-// storePersonToken checks a person's token with the remote (its inbox
-// answers only a person) and stores it, 0600, apart from the agent token.
-func storePersonToken(ctx context.Context, home, remoteName, url, tok string) (string, error) {
-	if _, err := remote.New(remoteName, url, tok).Inbox(ctx); err != nil {
-		switch {
-		case remote.IsStatus(err, 401):
-			return "", &failedError{msg: fmt.Sprintf("remote %s refused the person token (unknown, or the person was removed)", remoteName),
-				hint: "ask the server's operator for one: nerve khala user add NAME"}
-		case remote.IsForbidden(err):
-			return "", &failedError{msg: fmt.Sprintf("that is an agent's token, not a person's, for remote %s", remoteName),
-				hint: "a person's token comes from: nerve khala user add NAME"}
-		}
-		return "", err
-	}
-	if err := remote.SavePersonToken(home, remoteName, tok); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("accepted by %s; stored in %s (0600)", remoteName, displayPath(filepath.Join(home, "person-tokens", remoteName))), nil
 }

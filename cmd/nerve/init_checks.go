@@ -136,6 +136,9 @@ func remoteCheck(ctx context.Context, cfg *config.Config, name string, needed bo
 		c.Detail, c.Hint = err.Error(), hintOf(err)
 		return c
 	}
+	if cl.PersonToken != "" && cl.Token == cl.PersonToken && !needed {
+		return personRemoteCheck(ctx, c, cl, version)
+	}
 	if cl.Token == "" {
 		c.Detail = fmt.Sprintf("%s reachable (khala %s), but this agent has no token for it", cl.BaseURL, version)
 		c.Hint = fmt.Sprintf("enroll: nerve init --remote %s=%s --enroll-token TOKEN", name, cl.BaseURL)
@@ -148,6 +151,23 @@ func remoteCheck(ctx context.Context, cfg *config.Config, name string, needed bo
 	}
 	c.OK = true
 	c.Detail = fmt.Sprintf("%s (khala %s) accepts this agent as %s", cl.BaseURL, version, agent)
+	return c
+}
+
+// personRemoteCheck checks a remote this machine holds only a person's
+// token for (no agent is enrolled, and no sense serves it): a person's
+// machine, to which the agent's checks do not apply.
+func personRemoteCheck(ctx context.Context, c check, cl *remote.Client, version string) check {
+	if _, err := cl.Inbox(ctx); err != nil {
+		c.Detail, c.Hint = err.Error(), hintOf(err)
+		if remote.IsStatus(err, http.StatusUnauthorized) {
+			c.Detail = fmt.Sprintf("%s (khala %s) refused the person token stored for it (unknown, or the person was removed)", cl.BaseURL, version)
+			c.Hint = fmt.Sprintf("store a new one: nerve init --remote %s=%s --person-token TOKEN", cl.Name, cl.BaseURL)
+		}
+		return c
+	}
+	c.OK = true
+	c.Detail = fmt.Sprintf("%s (khala %s) accepts the person token stored for it, to answer human turns", cl.BaseURL, version)
 	return c
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 
 	// Maps the data segment in one call before the packages that write
@@ -59,22 +60,28 @@ func Main(args []string, io *IOStreams) int {
 	if errors.As(err, &se) {
 		return se.code
 	}
-	if strings.HasPrefix(err.Error(), "unknown command") {
-		// cobra's (and a command group's, and help's) error for a mistyped
-		// subcommand: `unknown command "x" for "nerve workflow"`
-		err = usageErrorf("see '"+commandOf(err.Error())+" --help'", "%s", err.Error())
+	if name, ok := cobraUnknownCommand(err); ok {
+		// cobra's own error for a mistyped command, `unknown command "x"
+		// for "nerve"` and its suggestions on lines of their own: ours.
+		err = newUnknownCommand(root, name)
 	}
 	printError(io, err)
 	return exitCodeOf(err)
 }
 
-// commandOf is the command a cobra "unknown command" error names.
-func commandOf(msg string) string {
-	_, after, ok := strings.Cut(msg, ` for "`)
-	if cmd, _, closed := strings.Cut(after, `"`); ok && closed && strings.HasPrefix(cmd, "nerve") {
-		return cmd
+// cobraUnknownCommand is the name cobra's "unknown command" error for the
+// root names.
+func cobraUnknownCommand(err error) (string, bool) {
+	if uc := (*unknownCommandError)(nil); errors.As(err, &uc) {
+		return "", false // ours already
 	}
-	return "nerve"
+	rest, ok := strings.CutPrefix(err.Error(), "unknown command ")
+	if !ok {
+		return "", false
+	}
+	quoted, _, _ := strings.Cut(rest, " for ")
+	name, err := strconv.Unquote(quoted)
+	return name, err == nil
 }
 
 // printError writes one line saying what and why, then a hint line when

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -28,6 +31,9 @@ func remoteAnswer(ctx context.Context, f *Factory, ref workflow.Ref, step int, a
 	}
 	// With the person token stored for the remote: an agent's is refused.
 	by, err := c.Answer(ctx, t.ID, w.Turn, a)
+	if re := (*remote.Error)(nil); errors.As(err, &re) && re.Code == "invalid_answer" && strings.Contains(re.Message, "meta") {
+		return answerJSON{}, metaRefused(err, ref, w)
+	}
 	if err != nil {
 		return answerJSON{}, remoteUsage(err)
 	}

@@ -22,6 +22,9 @@ type progress struct {
 	// remote names the remote of a remote thread, whose turns wait in its
 	// queue until an agent claims them ("" for a local thread).
 	remote string
+	// hints are the waits before each reminder that a remote turn is
+	// unclaimed, the last repeating.
+	hints []time.Duration
 
 	mu      sync.Mutex
 	running map[int]workflow.Event // step -> turn.started
@@ -31,12 +34,32 @@ type progress struct {
 	done    chan struct{}
 }
 
-// unclaimedHint is how long a remote turn waits unclaimed before progress
-// says that no agent seems to serve the queue.
-const unclaimedHint = 10 * time.Second
+// unclaimedHints are the waits before progress says, and says again, that
+// a remote turn waits unclaimed (no agent seems to serve the queue): at
+// 10 s, at a minute, then every 5 minutes, so a run left attached is not
+// silent for good after the first hint.
+var unclaimedHints = []time.Duration{10 * time.Second, 50 * time.Second, 5 * time.Minute}
+
+// envUnclaimedHints replaces unclaimedHints (durations, comma-separated,
+// the last repeating), for tests that cannot wait minutes.
+const envUnclaimedHints = "NERVE_UNCLAIMED_HINTS"
+
+// parseHints reads envUnclaimedHints; a value that does not parse, or has
+// a wait that is not positive, leaves the default.
+func parseHints(s string) []time.Duration {
+	var out []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d <= 0 {
+			return unclaimedHints
+		}
+		out = append(out, d)
+	}
+	return out
+}
 
 func newProgress(io *IOStreams, ref string) *progress {
-	p := &progress{io: io, ref: ref, tty: io.IsTTY(), start: time.Now(), running: map[int]workflow.Event{},
+	p := &progress{io: io, ref: ref, tty: io.IsTTY(), start: time.Now(), hints: unclaimedHints, running: map[int]workflow.Event{},
 		waiting: map[int]*time.Timer{}, stop: make(chan struct{}), done: make(chan struct{})}
 	if p.tty {
 		go p.tick()
@@ -140,26 +163,41 @@ func doer(e workflow.Event) string {
 	return e.Agent
 }
 
-// expectClaim arms the hint for a remote turn that waits in the queue:
+// expectClaim arms the hints for a remote turn that waits in the queue:
 // a thread nobody serves would otherwise just sit there.
 func (p *progress) expectClaim(e workflow.Event) {
 	if p.remote == "" {
 		return
 	}
 	p.claimed(e.Step)
-	p.waiting[e.Step] = time.AfterFunc(unclaimedHint, func() {
+	p.remind(e, 0, 0)
+}
+
+// remind arms the n-th reminder that e's step waits unclaimed, after it
+// has waited so far. It runs with p.mu held, so the timer is stored before
+// its function can look for it.
+func (p *progress) remind(e workflow.Event, n int, waited time.Duration) {
+	gap := p.hints[min(n, len(p.hints)-1)]
+	waited += gap
+	var t *time.Timer
+	t = time.AfterFunc(gap, func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if _, ok := p.waiting[e.Step]; !ok {
-			return
+		if p.waiting[e.Step] != t {
+			return // claimed, or armed again since
 		}
-		delete(p.waiting, e.Step)
-		p.line("step %d  %s  waiting %s for an agent to claim it; agents serve %s with a running daemon whose nerve.yaml has a khala sense of it and a do: turn reflex",
-			e.Step, e.Role, fmtDuration(unclaimedHint), p.remote)
+		if n == 0 {
+			p.line("step %d  %s  waiting %s for an agent to claim it; agents serve %s with a running daemon whose nerve.yaml has a khala sense of it and a do: turn reflex",
+				e.Step, e.Role, fmtDuration(waited), p.remote)
+		} else {
+			p.line("step %d  %s  still unclaimed after %s; no agent serves %s", e.Step, e.Role, fmtDuration(waited), p.remote)
+		}
+		p.remind(e, n+1, waited)
 		if p.tty {
 			p.redraw()
 		}
 	})
+	p.waiting[e.Step] = t
 }
 
 // claimed disarms step's hint.

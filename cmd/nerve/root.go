@@ -107,7 +107,7 @@ func rejectUnknownHelpTopics(root *cobra.Command) {
 			return err
 		}
 		if len(rest) > 0 {
-			return fmt.Errorf("unknown command %q for %q", rest[0], cmd.CommandPath())
+			return newUnknownCommand(cmd, rest[0])
 		}
 		cmd.InitDefaultHelpFlag() // so that its help lists -h, --help
 		return cmd.Help()
@@ -151,7 +151,6 @@ func rejectUnknownSubcommands(c *cobra.Command) {
 		if len(args) == 0 || args[0] == "help" {
 			return c.Help()
 		}
-		// cobra's own wording: Main makes it a usage error with its hint
-		return fmt.Errorf("unknown command %q for %q", args[0], c.CommandPath())
+		return newUnknownCommand(c, args[0])
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -154,8 +155,30 @@ func localAnswer(ctx context.Context, f *Factory, ref workflow.Ref, step int, a 
 		return answerJSON{}, usageErrorf("", "%s is a thread of %s, not of %s", ref.Thread, t.Workflow, ref.Workflow)
 	}
 	res, err := c.Answer(ctx, ref.Thread, daemon.AnswerRequest{Step: step, Content: a.Content, Meta: a.Meta})
+	if ae := (*daemon.APIError)(nil); errors.As(err, &ae) && ae.Field == "meta" {
+		if w, werr := pickWaiting(ref, t, step); werr == nil {
+			return answerJSON{}, metaRefused(err, ref, w)
+		}
+	}
 	if err != nil {
 		return answerJSON{}, err
 	}
 	return answerJSON{Thread: ref.String(), Step: res.Step, Role: res.Role, By: res.By}, nil
+}
+
+// metaRefused is the refusal of an answer's meta with a hint: the role's
+// schema, and the answer command with meta that has its required keys.
+func metaRefused(err error, ref workflow.Ref, w *workflow.Waiting) error {
+	if w.Meta == nil {
+		return err
+	}
+	schema, jerr := json.Marshal(w.Meta)
+	if jerr != nil {
+		return err
+	}
+	s := string(schema)
+	if len(s) > 200 {
+		s = s[:197] + "..."
+	}
+	return &usageError{msg: err.Error(), hint: fmt.Sprintf("role %s's meta schema is %s; e.g. %s", w.Role, s, answerCommand(ref.String(), w, false))}
 }

@@ -38,6 +38,8 @@ type validateReport struct {
 	Config    string    `json:"config"`
 	Workflows []string  `json:"workflows"`
 	Problems  []problem `json:"problems"`
+	// noFile: there is no nerve.yaml, and the defaults were checked.
+	noFile bool
 }
 
 type validateOptions struct {
@@ -82,7 +84,11 @@ func validateRun(f *Factory, opts *validateOptions) error {
 		for _, p := range rep.Problems {
 			fmt.Fprintf(f.IO.Out, "✗ %s\n", (&yamlfile.Error{File: p.File, Line: p.Line, Field: p.Field, Msg: p.Message}).Error())
 		}
-		if rep.OK {
+		switch {
+		case rep.OK && rep.noFile:
+			fmt.Fprintf(f.IO.Out, "no nerve.yaml at %s: the defaults apply ('nerve init' writes one)\n", rep.Config)
+			fmt.Fprintf(f.IO.Out, "✓ the defaults and %d workflow(s) are valid\n", len(rep.Workflows))
+		case rep.OK:
 			fmt.Fprintf(f.IO.Out, "✓ %s and %d workflow(s) are valid\n", rep.Config, len(rep.Workflows))
 		}
 	}
@@ -95,7 +101,7 @@ func validateRun(f *Factory, opts *validateOptions) error {
 func validateAll(f *Factory, files []string) validateReport {
 	cfg, err := f.Config()
 	v := validation.CheckLoaded(cfg, err, config.Home(f.Getenv), files...)
-	rep := validateReport{Config: v.File, Workflows: []string{}, Problems: []problem{}}
+	rep := validateReport{Config: v.File, Workflows: []string{}, Problems: []problem{}, noFile: err == nil && cfg.File == ""}
 	if f.configFile != "" {
 		rep.Config = f.configFile
 	}

@@ -40,15 +40,31 @@ func workflowCancelRun(ctx context.Context, f *Factory, opts *workflowCancelOpti
 	if err != nil {
 		return err
 	}
-	if _, err := threadOf(ctx, src, ref); err != nil {
-		return err
-	}
-	t, err := src.Cancel(ctx, ref.Thread)
+	t, err := threadOf(ctx, src, ref)
 	if err != nil {
 		return err
 	}
+	// A thread that has ended is where cancel would take it: say so and
+	// succeed, as `docker stop` of a stopped container does.
+	already := t.Ended()
+	if !already {
+		cancelled, err := src.Cancel(ctx, ref.Thread)
+		if err != nil {
+			// It may have ended between the two requests.
+			cur, terr := src.Thread(ctx, ref.Thread)
+			if terr != nil || !cur.Ended() {
+				return err
+			}
+			cancelled, already = cur, true
+		}
+		t = cancelled
+	}
 	if opts.JSON {
 		return json.NewEncoder(f.IO.Out).Encode(newRunResult(ref, t))
+	}
+	if already {
+		fmt.Fprintf(f.IO.Out, "%s already ended (%s)\n", ref, t.Status)
+		return nil
 	}
 	fmt.Fprintf(f.IO.Out, "%s %s\n", ref, t.Status)
 	return nil

@@ -24,7 +24,7 @@ func remoteClient(f *Factory, name string) (*remote.Client, error) {
 func remoteUsage(err error) error {
 	var e *remote.Error
 	if errors.As(err, &e) && (e.Status == 400 || e.Status == 404) {
-		return &usageError{msg: e.Error()}
+		return &usageError{msg: e.Error(), hint: e.Hint()}
 	}
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -86,7 +87,7 @@ thread's ref and returns; the daemon carries on.`,
 			return workflowRunRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().StringArrayVarP(&opts.Inputs, "input", "i", nil, "an input as NAME=VALUE (VALUE @FILE reads a file); repeatable")
+	cmd.Flags().StringArrayVarP(&opts.Inputs, "input", "i", nil, "an input as NAME=VALUE (VALUE @FILE reads a file; an array or object input is JSON); repeatable")
 	cmd.Flags().StringVar(&opts.InputFile, "input-file", "", "inputs as one JSON or YAML object")
 	cmd.Flags().BoolVarP(&opts.Detach, "detach", "d", false, "print the thread's ref and return")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the outcome as JSON")
@@ -103,7 +104,11 @@ func workflowRunRun(ctx context.Context, f *Factory, opts *workflowRunOptions) e
 	var ref workflow.Ref
 	if workflow.IsFileRef(opts.Ref) {
 		if _, err := os.Stat(opts.Ref); err != nil {
-			return usageErrorf("", "workflow file %s: %v", opts.Ref, errors.Unwrap(err))
+			hint := ""
+			if errors.Is(err, fs.ErrNotExist) {
+				hint = workflowFileHint(opts.Ref)
+			}
+			return usageErrorf(hint, "workflow file %s: %v", opts.Ref, errors.Unwrap(err))
 		}
 		req.File = opts.Ref
 	} else {
@@ -174,6 +179,9 @@ func workflowRunRun(ctx context.Context, f *Factory, opts *workflowRunOptions) e
 	}
 	p := newProgress(f.IO, ref.String())
 	p.remote = ref.Remote
+	if h := f.Getenv(envUnclaimedHints); h != "" {
+		p.hints = parseHints(h)
+	}
 	err = src.Events(ctx, t.ID, true, func(e workflow.Event) error {
 		if !opts.JSON {
 			p.Event(e)

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -28,13 +31,32 @@ func parseInputs(pairs []string, file string) (map[string]any, error) {
 		if strings.HasPrefix(v, "@") {
 			raw, err := os.ReadFile(v[1:])
 			if err != nil {
-				return nil, usageErrorf("", "--input %s: %v", k, err)
+				return nil, usageErrorf(atFileHint(k, v[1:]), "--input %s: %s: %v", k, v[1:], pathErr(err))
 			}
 			v = string(raw)
 		}
 		in[k] = v
 	}
 	return in, nil
+}
+
+// atFileHint says what --input NAME=@FILE did with a file it could not
+// read, and how to pass text that begins with @.
+func atFileHint(name, file string) string {
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		abs = file
+	}
+	return fmt.Sprintf("--input %s=@FILE reads FILE, here %s; to pass text that begins with @, give it in --input-file", name, abs)
+}
+
+// pathErr is err without the path its message would repeat.
+func pathErr(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 const inputFileHint = `write one object of input names to values, e.g. {"change": "Add retries"}`
@@ -44,11 +66,7 @@ const inputFileHint = `write one object of input names to values, e.g. {"change"
 func readInputFile(file string) (map[string]any, error) {
 	raw, err := os.ReadFile(file)
 	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the path is already in the message
-		}
-		return nil, usageErrorf("", "input file %s: %v", file, err)
+		return nil, usageErrorf("", "input file %s: %v", file, pathErr(err))
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, usageErrorf(inputFileHint, "input file %s is empty; it must hold an object of input names to values", file)
@@ -89,4 +107,31 @@ func valueKind(v any) string {
 		return "a mapping whose keys are not all strings"
 	}
 	return "a single value"
+}
+
+// workflowFileHint says where to look when a definition file given to
+// `workflow run` does not exist: the definitions beside where it was
+// looked for, and the workflows known by name.
+func workflowFileHint(path string) string {
+	const byName = "'nerve workflow list' shows the workflows you can run by name"
+	dir := filepath.Dir(path)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		cwd, _ := os.Getwd()
+		return fmt.Sprintf("there is no directory %s in %s; %s", dir, cwd, byName)
+	}
+	var defs []string
+	for _, e := range entries {
+		if n := e.Name(); !e.IsDir() && (strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+			defs = append(defs, n)
+		}
+	}
+	if len(defs) == 0 {
+		return fmt.Sprintf("%s has no definition (.yaml); %s", dir, byName)
+	}
+	slices.Sort(defs)
+	if len(defs) > 8 {
+		defs = append(defs[:8], "…")
+	}
+	return fmt.Sprintf("%s has %s; %s", dir, strings.Join(defs, ", "), byName)
 }
