@@ -80,8 +80,8 @@ func (o *khalaUserOptions) where(via string) string {
 func newCmdKhalaUserAdd(f *Factory) *cobra.Command {
 	opts := &khalaUserOptions{IO: f.IO}
 	cmd := &cobra.Command{
-		Use:     "add NAME",
-		Short:   "Add a person and print their token (shown once)",
+		Use:   "add NAME",
+		Short: "Add a person and print their token (shown once)",
 		Long: `Add a person and print their token (shown once). --scope says what they may
 do: answer (human turns and the inbox), console (sign in to the web console),
 cancel (cancel anyone's thread). The default is answer,console, what people

@@ -32,7 +32,7 @@ func (p *Store) RemovePerson(ctx context.Context, name string) error {
 
 func scanPerson(row pgx.Row) (khaladb.Person, error) {
 	var (
-		ps    khaladb.Person
+		ps     khaladb.Person
 		token  []byte
 		at     int64
 		scopes *string
