@@ -345,18 +345,6 @@ func (s *Server) checkChild(ctx context.Context, d khaladb.DueTurn) {
 	}
 }
 
-// mayAttach reports whether by may start a child under v's thread: the
-// agent that started it, an agent serving one of its turns (a child
-// started from inside the turn), a legacy token or the admin.
-func mayAttach(v *khaladb.ThreadView, by caller) bool {
-	if by.overrides(ScopeStart) || (by.kind == callerAgent && by.name == v.Thread.Initiator) {
-		return true
-	}
-	return by.kind == callerAgent && slices.ContainsFunc(v.Turns, func(t khaladb.Turn) bool {
-		return t.State == khaladb.TurnClaimed && t.Agent == by.name
-	})
-}
-
 // startParent checks a new thread's parent and records the child in it
 // before the child exists: a parent never misses a child it must cancel.
 // It returns the child's Parent and depth.

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/nerve-agents/nerve/khala/khaladb"
 )
 
 // Token scopes (DESIGN.md, "Sandbox and authorization"): what a token
@@ -159,4 +161,16 @@ func agentScopesCheck(scopes []string, allowed []string) ([]string, error) {
 		return nil, badRequest("%v", err)
 	}
 	return out, nil
+}
+
+// mayAttach reports whether by may start a child under v's thread: the
+// agent that started it, an agent serving one of its turns (a child
+// started from inside the turn), a legacy token or the admin.
+func mayAttach(v *khaladb.ThreadView, by caller) bool {
+	if by.overrides(ScopeStart) || (by.kind == callerAgent && by.name == v.Thread.Initiator) {
+		return true
+	}
+	return by.kind == callerAgent && slices.ContainsFunc(v.Turns, func(t khaladb.Turn) bool {
+		return t.State == khaladb.TurnClaimed && t.Agent == by.name
+	})
 }
