@@ -22,11 +22,11 @@ func endpoints(thread, turn string) []endpoint {
 		{"POST", "/v1/admin/enroll-tokens", map[string]int{"uses": 1}, authAdmin},
 		{"GET", "/v1/workflows", nil, authAgent},
 		{"GET", "/v1/workflows/pair", nil, authAgent},
-		{"PUT", "/v1/workflows/pair", map[string]string{"source": pairWF}, authAgent},
-		{"POST", "/v1/workflows/pair/threads", map[string]any{}, authAgent},
+		{"PUT", "/v1/workflows/pair", map[string]string{"source": pairWF}, authFleet},
+		{"POST", "/v1/workflows/pair/threads", map[string]any{}, authFleet},
 		{"GET", "/v1/threads", nil, authAgent},
 		{"GET", "/v1/threads/" + thread, nil, authAgent},
-		{"POST", "/v1/threads/" + thread + "/cancel", nil, authAgent},
+		{"POST", "/v1/threads/" + thread + "/cancel", nil, authCancel},
 		{"GET", "/v1/threads/" + thread + "/messages", nil, authAgent},
 		{"GET", "/v1/threads/" + thread + "/trace", nil, authAgent},
 		{"GET", "/v1/threads/" + thread + "/events", nil, authAgent},
@@ -64,6 +64,7 @@ func testAuthMatrix(t *testing.T, bk backend) {
 		authEnroll: {"enrollment token": true},
 		authAdmin:  {"admin token": true},
 		authFleet:  {"agent token": true, "admin token": true},
+		authCancel: {"agent token": true, "admin token": true},
 	}
 	for _, ep := range endpoints(id, tk.Turn) {
 		for name, tok := range creds {

@@ -348,12 +348,14 @@ func (s *Server) checkChild(ctx context.Context, d khaladb.DueTurn) {
 // startParent checks a new thread's parent and records the child in it
 // before the child exists: a parent never misses a child it must cancel.
 // It returns the child's Parent and depth.
-func (s *Server) startParent(ctx context.Context, req *api.StartParent, child, workflowName string) (*workflow.Parent, int, error) {
+func (s *Server) startParent(ctx context.Context, req *api.StartParent, child, workflowName string, by caller) (*workflow.Parent, int, error) {
 	var p *workflow.Parent
 	depth := 0
 	err := s.store.UpdateThread(ctx, req.Thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
 		th := v.Thread
 		switch {
+		case !mayAttach(v, by):
+			return nil, notYours("thread "+th.ID, th.Initiator)
 		case th.Ended():
 			return nil, fmt.Errorf("%w: parent %s is %s; a child thread cannot start under it", khaladb.ErrThreadEnded, th.ID, th.Status)
 		case req.Step < 0 || req.Step > th.Step:

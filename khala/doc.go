@@ -173,6 +173,18 @@
 // removed person's session ends at once. The inbox and its answer form go
 // through the API's own inbox and answer paths (Server.inbox, answer).
 //
+// # Scopes
+//
+// Every token carries scopes (scopes.go): agents claim, start and publish;
+// people answer, cancel and use the console; the admin token may do all.
+// A workflow is its first publisher's (WorkflowRecord.Owner, checked by
+// the storage as it writes) and a thread its initiator's: publishing over,
+// cancelling or attaching a child to another agent's is 403 unless the
+// caller overrides (admin, a person with cancel, a legacy token). Tokens
+// stored before scopes have none and keep the legacy set. A revoked agent
+// leaves every replica's cache (khalapg: a NOTIFY in the revoke's
+// transaction).
+//
 // # Storage
 //
 // The server keeps everything through khaladb.Storage, the contract in its

@@ -60,13 +60,16 @@ func (s *Server) handleEnroll(w http.ResponseWriter, r *http.Request, a khaladb.
 }
 
 func (s *Server) handleMe(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
-	writeJSON(w, http.StatusOK, map[string]any{"agent": a.Name, "enrolled_at": a.EnrolledAt})
+	writeJSON(w, http.StatusOK, map[string]any{"agent": a.Name, "enrolled_at": a.EnrolledAt,
+		"scopes": DescribeScopes(a.Scopes, false)})
 }
 
 // EnrollTokenRequest asks for an enrollment token; TTL 0 never expires.
 type EnrollTokenRequest struct {
 	Uses int    `json:"uses"`
 	TTL  string `json:"ttl"`
+	// Scopes of the agents it enrolls (none: DefaultAgentScopes).
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // EnrollTokenResponse is a new enrollment token: shown once, stored only
@@ -75,6 +78,7 @@ type EnrollTokenResponse struct {
 	Token     string    `json:"token"`
 	Uses      int       `json:"uses"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	Scopes    []string  `json:"scopes,omitempty"`
 }
 
 func (s *Server) handleAdminEnrollToken(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
@@ -88,12 +92,12 @@ func (s *Server) handleAdminEnrollToken(w http.ResponseWriter, r *http.Request, 
 		s.fail(w, r, err)
 		return
 	}
-	resp, err := IssueEnrollToken(r.Context(), s.store, req.Uses, ttl, s.now())
+	resp, err := IssueEnrollToken(r.Context(), s.store, req.Uses, ttl, s.now(), req.Scopes...)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.log.Info("enrollment token issued", "uses", resp.Uses, "expires_at", resp.ExpiresAt)
+	s.log.Info("enrollment token issued", "uses", resp.Uses, "expires_at", resp.ExpiresAt, "scopes", resp.Scopes)
 	writeJSON(w, http.StatusCreated, resp)
 }
 

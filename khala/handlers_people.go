@@ -32,8 +32,8 @@ func forbidden(format string, a ...any) error {
 func (s *Server) authPerson(ctx context.Context, h khaladb.Hash, kind int) (khaladb.Agent, error) {
 	p, err := s.store.PersonByToken(ctx, h)
 	switch {
-	case err == nil && (kind == authPerson || kind == authRead):
-		return khaladb.Agent{Name: p.Name}, nil
+	case err == nil && (kind == authPerson || kind == authRead || kind == authCancel):
+		return khaladb.Agent{Name: p.Name, Scopes: p.Scopes}, nil
 	case err == nil:
 		return khaladb.Agent{}, forbidden("this is %s's person token: a person answers human turns and reads threads; claiming, answering turns as an agent, publishing and starting take an agent token", p.Name)
 	case !errors.Is(err, khaladb.ErrUnauthorized):
@@ -51,6 +51,9 @@ func (s *Server) authPerson(ctx context.Context, h khaladb.Hash, kind int) (khal
 // web console's sign-in. Errors: ErrUnauthorized for any other token.
 func (s *Server) PersonByToken(ctx context.Context, tok string) (string, error) {
 	p, err := s.store.PersonByToken(ctx, hashToken(strings.TrimSpace(tok)))
+	if err == nil {
+		err = needScope(caller{kind: callerPerson, name: p.Name, scopes: p.Scopes}, ScopeConsole)
+	}
 	return p.Name, err
 }
 

@@ -170,7 +170,14 @@ func (s *Server) handleThread(w http.ResponseWriter, r *http.Request, _ khaladb.
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
 	id := r.PathValue("id")
 	var c *khaladb.ThreadChange
+	by := callerOf(r)
 	err := s.store.UpdateThread(r.Context(), id, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
+		if !by.overrides(ScopeCancel) && (by.kind != callerAgent || by.name != v.Thread.Initiator) {
+			if by.kind == callerPerson {
+				return nil, needScope(by, ScopeCancel)
+			}
+			return nil, notYours("thread "+v.Thread.ID, v.Thread.Initiator)
+		}
 		var err error
 		c, err = cancel(v, a.Name, s.now())
 		return c, err

@@ -230,7 +230,14 @@ func (s *Server) handlePutWorkflow(w http.ResponseWriter, r *http.Request, a kha
 		return
 	}
 	rec := khaladb.WorkflowRecord{Name: name, SourceHash: sourceHash(src), UpdatedAt: s.now(), UpdatedBy: a.Name}
+	if c := callerOf(r); !c.overrides(ScopePublish) {
+		rec.Owner = c.name // the storage refuses another's, atomically
+	}
 	created, err := s.store.PutWorkflow(r.Context(), rec, src)
+	if errors.Is(err, khaladb.ErrNotOwner) {
+		old, _ := s.store.Workflow(r.Context(), name)
+		err = notYours("workflow "+name, old.OwnedBy())
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -308,7 +315,7 @@ func (s *Server) handleStartThread(w http.ResponseWriter, r *http.Request, a kha
 		depth  int
 	)
 	if err == nil && req.Parent != nil {
-		parent, depth, err = s.startParent(r.Context(), req.Parent, id, def.Name)
+		parent, depth, err = s.startParent(r.Context(), req.Parent, id, def.Name, callerOf(r))
 	}
 	if err != nil {
 		s.fail(w, r, err)

@@ -31,6 +31,9 @@ type User struct {
 	Name    string    `json:"name"`
 	Token   string    `json:"token,omitempty"`
 	AddedAt time.Time `json:"added_at"`
+	// Scopes are the token's; absent: added before scopes (answer and
+	// console, see DescribeScopes).
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // Users manages the people of one Storage.
@@ -39,18 +42,23 @@ type Users struct {
 	Now   func() time.Time
 }
 
-// Add creates a person and returns their token, shown this once.
-func (u Users) Add(ctx context.Context, name string) (User, error) {
+// Add creates a person and returns their token, shown this once. The
+// token carries scopes (none given: DefaultPersonScopes).
+func (u Users) Add(ctx context.Context, name string, scopes ...string) (User, error) {
 	if err := workflow.CheckPersonName(name); err != nil {
 		return User{}, badRequest("%v", err)
 	}
+	scopes, err := agentScopesCheck(scopes, PersonScopes)
+	if err != nil {
+		return User{}, err
+	}
 	tok, h := newToken(prefixPerson)
-	p := khaladb.Person{Name: name, Token: h, AddedAt: u.Now().UTC()}
-	err := u.Store.AddPerson(ctx, p)
+	p := khaladb.Person{Name: name, Token: h, AddedAt: u.Now().UTC(), Scopes: scopesOf(scopes, DefaultPersonScopes)}
+	err = u.Store.AddPerson(ctx, p)
 	if errors.Is(err, khaladb.ErrNameTaken) {
 		return User{}, &apiError{http.StatusConflict, codeNameTaken, fmt.Sprintf("person %q already exists; remove them first to issue a new token", name)}
 	}
-	return User{Name: name, Token: tok, AddedAt: p.AddedAt}, err
+	return User{Name: name, Token: tok, AddedAt: p.AddedAt, Scopes: p.Scopes}, err
 }
 
 // List returns the people by name.
@@ -58,7 +66,7 @@ func (u Users) List(ctx context.Context) ([]User, error) {
 	ps, err := u.Store.People(ctx)
 	out := make([]User, 0, len(ps))
 	for _, p := range ps {
-		out = append(out, User{Name: p.Name, AddedAt: p.AddedAt})
+		out = append(out, User{Name: p.Name, AddedAt: p.AddedAt, Scopes: p.Scopes})
 	}
 	return out, err
 }
@@ -74,15 +82,16 @@ func (u Users) Remove(ctx context.Context, name string) error {
 
 // UserRequest is one people-management request: Action add, list or remove.
 type UserRequest struct {
-	Action string `json:"action"`
-	Name   string `json:"name,omitempty"`
+	Action string   `json:"action"`
+	Name   string   `json:"name,omitempty"`
+	Scopes []string `json:"scopes,omitempty"` // add's
 }
 
 // do runs req against u.
 func (u Users) do(ctx context.Context, req UserRequest) ([]User, error) {
 	switch req.Action {
 	case "add":
-		p, err := u.Add(ctx, req.Name)
+		p, err := u.Add(ctx, req.Name, req.Scopes...)
 		return []User{p}, err
 	case "list":
 		return u.List(ctx)
@@ -133,7 +142,7 @@ func adminUsers(ctx context.Context, info adminInfo, req UserRequest) ([]User, e
 	switch req.Action {
 	case "add":
 		var u User
-		err := info.call(ctx, http.MethodPost, "/v1/admin/users", map[string]string{"name": req.Name}, http.StatusCreated, &u)
+		err := info.call(ctx, http.MethodPost, "/v1/admin/users", map[string]any{"name": req.Name, "scopes": req.Scopes}, http.StatusCreated, &u)
 		return []User{u}, err
 	case "remove":
 		return nil, info.call(ctx, http.MethodDelete, "/v1/admin/users/"+url.PathEscape(req.Name), nil, http.StatusOK, nil)
@@ -155,13 +164,14 @@ func (s *Server) users() Users { return Users{Store: s.store, Now: s.now} }
 
 func (s *Server) handleAdminAddUser(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
 	var req struct {
-		Name string `json:"name"`
+		Name   string   `json:"name"`
+		Scopes []string `json:"scopes"`
 	}
 	if err := decodeJSON(r, &req, false); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	u, err := s.users().Add(r.Context(), req.Name)
+	u, err := s.users().Add(r.Context(), req.Name, req.Scopes...)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -104,6 +104,9 @@ type agentJSON struct {
 	EnrolledAt time.Time  `json:"enrolled_at"`
 	LastSeen   *time.Time `json:"last_seen"`
 	TurnsHeld  []string   `json:"turns_held"`
+	// Scopes are the token's; absent: issued before scopes (the legacy
+	// set, see DescribeScopes).
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 func (s *Server) handleAgents(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {
@@ -114,7 +117,7 @@ func (s *Server) handleAgents(w http.ResponseWriter, r *http.Request, _ khaladb.
 	}
 	out := make([]agentJSON, 0, len(as))
 	for _, a := range as {
-		aj := agentJSON{Name: a.Name, EnrolledAt: a.EnrolledAt, TurnsHeld: a.Held}
+		aj := agentJSON{Name: a.Name, EnrolledAt: a.EnrolledAt, TurnsHeld: a.Held, Scopes: a.Scopes}
 		last := a.LastSeen
 		if here := s.seen.get(a.Name); here.After(last) {
 			last = here

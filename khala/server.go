@@ -136,6 +136,7 @@ const (
 	authPerson // a person's token (answering human turns)
 	authRead   // an agent's token or a person's (reading threads)
 	authFleet  // an agent's token, or the local admin token (the fleet's state)
+	authCancel // an agent's token, a person's, or the local admin token
 )
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, a khaladb.Agent)
@@ -144,6 +145,8 @@ type route struct {
 	method string
 	auth   int
 	h      handlerFunc
+	// scope is what the caller's token must carry (scopes.go).
+	scope string
 	// stream routes (long poll, SSE) set their own time limits.
 	stream bool
 }
@@ -163,26 +166,27 @@ func (s *Server) Handler() http.Handler {
 	add("/v1/workflows", route{method: "GET", auth: authRead, h: s.handleWorkflows})
 	add("/v1/workflows/{name}",
 		route{method: "GET", auth: authRead, h: s.handleWorkflow},
-		route{method: "PUT", auth: authAgent, h: s.handlePutWorkflow})
-	add("/v1/workflows/{name}/threads", route{method: "POST", auth: authAgent, h: s.handleStartThread})
+		route{method: "PUT", auth: authFleet, scope: ScopePublish, h: s.handlePutWorkflow})
+	add("/v1/workflows/{name}/threads", route{method: "POST", auth: authFleet, scope: ScopeStart, h: s.handleStartThread})
 	add("/v1/threads", route{method: "GET", auth: authRead, h: s.handleThreads})
 	add("/v1/threads/{id}", route{method: "GET", auth: authRead, h: s.handleThread})
-	add("/v1/threads/{id}/cancel", route{method: "POST", auth: authAgent, h: s.handleCancel})
+	add("/v1/threads/{id}/cancel", route{method: "POST", auth: authCancel, h: s.handleCancel})
 	add("/v1/threads/{id}/messages", route{method: "GET", auth: authRead, h: s.handleMessages})
 	add("/v1/threads/{id}/trace", route{method: "GET", auth: authRead, h: s.handleTrace})
 	add("/v1/threads/{id}/events", route{method: "GET", auth: authRead, h: s.handleEvents, stream: true})
-	add("/v1/turns/claim", route{method: "POST", auth: authAgent, h: s.handleClaim, stream: true})
-	add("/v1/turns/{turn}/heartbeat", route{method: "POST", auth: authAgent, h: s.handleHeartbeat})
-	add("/v1/turns/{turn}/response", route{method: "POST", auth: authAgent, h: s.handleResponse})
-	add("/v1/turns/{turn}/release", route{method: "POST", auth: authAgent, h: s.handleRelease})
-	add("/v1/turns/{turn}/events", route{method: "POST", auth: authAgent, h: s.handleTurnEvents})
-	add("/v1/threads/{id}/turns/{turn}/answer", route{method: "POST", auth: authPerson, h: s.handleAnswer})
-	add("/v1/inbox", route{method: "GET", auth: authPerson, h: s.handleInbox})
-	add("/v1/notices", route{method: "GET", auth: authPerson, h: s.handleNotices})
+	add("/v1/turns/claim", route{method: "POST", auth: authAgent, scope: ScopeClaim, h: s.handleClaim, stream: true})
+	add("/v1/turns/{turn}/heartbeat", route{method: "POST", auth: authAgent, scope: ScopeClaim, h: s.handleHeartbeat})
+	add("/v1/turns/{turn}/response", route{method: "POST", auth: authAgent, scope: ScopeClaim, h: s.handleResponse})
+	add("/v1/turns/{turn}/release", route{method: "POST", auth: authAgent, scope: ScopeClaim, h: s.handleRelease})
+	add("/v1/turns/{turn}/events", route{method: "POST", auth: authAgent, scope: ScopeClaim, h: s.handleTurnEvents})
+	add("/v1/threads/{id}/turns/{turn}/answer", route{method: "POST", auth: authPerson, scope: ScopeAnswer, h: s.handleAnswer})
+	add("/v1/inbox", route{method: "GET", auth: authPerson, scope: ScopeAnswer, h: s.handleInbox})
+	add("/v1/notices", route{method: "GET", auth: authPerson, scope: ScopeAnswer, h: s.handleNotices})
 	add("/v1/admin/users",
 		route{method: "GET", auth: authAdmin, h: s.handleAdminUsers},
 		route{method: "POST", auth: authAdmin, h: s.handleAdminAddUser})
 	add("/v1/admin/users/{name}", route{method: "DELETE", auth: authAdmin, h: s.handleAdminRemoveUser})
+	add("/v1/admin/agents/{name}", route{method: "DELETE", auth: authAdmin, h: s.handleAdminRevokeAgent})
 	add("/v1/usage", route{method: "GET", auth: authAgent, h: s.handleUsage})
 	add("/metrics", route{method: "GET", auth: authAgent, h: s.handleMetrics})
 	mux.Handle("/", s.consoleHandler(s.opts.PersonAuth))
@@ -237,61 +241,67 @@ func (s *Server) dispatch(routes []route) http.Handler {
 			r = r.WithContext(ctx)
 			_ = rc.SetWriteDeadline(time.Now().Add(s.opts.RequestTimeout + 5*time.Second))
 		}
-		a, err := s.authenticate(r, rt.auth)
+		a, c, err := s.authenticate(r, rt.auth)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="khala"`)
 			s.fail(w, r, err)
 			return
 		}
-		rt.h(w, r, a)
+		if err := needScope(c, rt.scope); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		rt.h(w, withCaller(r, c), a)
 	})
 }
 
-// authenticate checks the bearer token against what the route needs. The
-// reasons never repeat the token.
-func (s *Server) authenticate(r *http.Request, kind int) (khaladb.Agent, error) {
+// authenticate checks the bearer token against what the route needs, and
+// says who the caller is. The reasons never repeat the token.
+func (s *Server) authenticate(r *http.Request, kind int) (khaladb.Agent, caller, error) {
 	if kind == authNone {
-		return khaladb.Agent{}, nil
+		return khaladb.Agent{}, caller{}, nil
 	}
 	tok := bearer(r)
 	if tok == "" {
-		return khaladb.Agent{}, fmt.Errorf("%w: missing Authorization: Bearer token", khaladb.ErrUnauthorized)
+		return khaladb.Agent{}, caller{}, fmt.Errorf("%w: missing Authorization: Bearer token", khaladb.ErrUnauthorized)
 	}
 	h := hashToken(tok)
-	if kind == authFleet {
-		kind = authAgent
+	if kind == authFleet || kind == authCancel {
 		if strings.HasPrefix(tok, prefixAdmin) {
 			kind = authAdmin
+		} else if kind == authFleet {
+			kind = authAgent
 		}
 	}
 	switch kind {
 	case authAdmin:
 		if s.opts.AdminToken == (khaladb.Hash{}) || !khaladb.SameHash(h, s.opts.AdminToken) || !fromLoopback(r) {
-			return khaladb.Agent{}, fmt.Errorf("%w: the admin path takes the server's local admin token, from this machine", khaladb.ErrUnauthorized)
+			return khaladb.Agent{}, caller{}, fmt.Errorf("%w: the admin path takes the server's local admin token, from this machine", khaladb.ErrUnauthorized)
 		}
-		return khaladb.Agent{Name: "admin"}, nil
+		return khaladb.Agent{Name: "admin"}, caller{kind: callerAdmin, name: "admin"}, nil
 	case authEnroll:
 		// Checked (and consumed) by Enroll itself, in one transaction.
 		if !strings.HasPrefix(tok, prefixEnroll) {
-			return khaladb.Agent{}, fmt.Errorf("%w: enrolling takes an enrollment token (nerve khala enroll-token)", khaladb.ErrUnauthorized)
+			return khaladb.Agent{}, caller{}, fmt.Errorf("%w: enrolling takes an enrollment token (nerve khala enroll-token)", khaladb.ErrUnauthorized)
 		}
-		return khaladb.Agent{Token: h}, nil
+		return khaladb.Agent{Token: h}, caller{}, nil
 	}
 	if kind == authPerson || strings.HasPrefix(tok, prefixPerson) {
-		return s.authPerson(r.Context(), h, kind)
+		a, err := s.authPerson(r.Context(), h, kind)
+		return a, caller{kind: callerPerson, name: a.Name, scopes: a.Scopes}, err
 	}
 	a, err := s.store.AgentByToken(r.Context(), h)
 	if errors.Is(err, khaladb.ErrUnauthorized) {
-		msg := "unknown agent token"
+		msg := "unknown agent token (was the agent revoked?)"
 		if strings.HasPrefix(tok, prefixEnroll) {
 			msg = "this is an enrollment token; enroll with it (POST /v1/agents) and use the agent token you get"
 		}
-		return khaladb.Agent{}, fmt.Errorf("%w: %s", khaladb.ErrUnauthorized, msg)
+		return khaladb.Agent{}, caller{}, fmt.Errorf("%w: %s", khaladb.ErrUnauthorized, msg)
 	}
 	if err == nil {
 		s.seen.saw(a.Name, s.now())
 	}
-	return a, err
+	return a, caller{kind: callerAgent, name: a.Name, scopes: a.Scopes}, err
 }
 
 func fromLoopback(r *http.Request) bool {

@@ -50,20 +50,25 @@ func hashToken(tok string) khaladb.Hash { return sha256.Sum256([]byte(tok)) }
 // doc.go.
 
 // IssueEnrollToken creates an enrollment token for uses agents (at least
-// one), valid for ttl (0: no expiry), in st.
-func IssueEnrollToken(ctx context.Context, st khaladb.Storage, uses int, ttl time.Duration, now time.Time) (EnrollTokenResponse, error) {
+// one), valid for ttl (0: no expiry), in st. The agents it enrolls carry
+// scopes (none given: DefaultAgentScopes; each one of AgentScopes).
+func IssueEnrollToken(ctx context.Context, st khaladb.Storage, uses int, ttl time.Duration, now time.Time, scopes ...string) (EnrollTokenResponse, error) {
 	if uses <= 0 {
 		uses = 1
 	}
+	scopes, err := agentScopesCheck(scopes, AgentScopes)
+	if err != nil {
+		return EnrollTokenResponse{}, err
+	}
 	tok, h := newToken(prefixEnroll)
-	et := khaladb.EnrollToken{Hash: h, Uses: uses, CreatedAt: now}
+	et := khaladb.EnrollToken{Hash: h, Uses: uses, CreatedAt: now, Scopes: scopesOf(scopes, DefaultAgentScopes)}
 	if ttl > 0 {
 		et.ExpiresAt = now.Add(ttl)
 	}
 	if err := st.AddEnrollToken(ctx, et); err != nil {
 		return EnrollTokenResponse{}, err
 	}
-	return EnrollTokenResponse{Token: tok, Uses: uses, ExpiresAt: et.ExpiresAt}, nil
+	return EnrollTokenResponse{Token: tok, Uses: uses, ExpiresAt: et.ExpiresAt, Scopes: et.Scopes}, nil
 }
 
 // How IssueToken reached the database.
@@ -76,14 +81,14 @@ const (
 // no server holds the file it opens it directly (creating it if absent);
 // when a server does (bbolt allows one process), it asks that server
 // through its admin file. It reports which way it went.
-func IssueToken(ctx context.Context, db string, uses int, ttl time.Duration) (EnrollTokenResponse, string, error) {
+func IssueToken(ctx context.Context, db string, uses int, ttl time.Duration, scopes ...string) (EnrollTokenResponse, string, error) {
 	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
 		return EnrollTokenResponse{}, "", fmt.Errorf("create the database's directory: %w", err)
 	}
 	st, err := khalabolt.Open(db, 200*time.Millisecond)
 	if err == nil {
 		defer st.Close()
-		resp, err := IssueEnrollToken(ctx, st, uses, ttl, time.Now().UTC())
+		resp, err := IssueEnrollToken(ctx, st, uses, ttl, time.Now().UTC(), scopes...)
 		return resp, ViaDatabase, err
 	}
 	if !errors.Is(err, khaladb.ErrLocked) {
@@ -96,13 +101,13 @@ func IssueToken(ctx context.Context, db string, uses int, ttl time.Duration) (En
 	if err != nil {
 		return EnrollTokenResponse{}, "", err
 	}
-	resp, err := adminIssue(ctx, info, uses, ttl)
+	resp, err := adminIssue(ctx, info, uses, ttl, scopes)
 	return resp, ViaServer, err
 }
 
-func adminIssue(ctx context.Context, info adminInfo, uses int, ttl time.Duration) (EnrollTokenResponse, error) {
+func adminIssue(ctx context.Context, info adminInfo, uses int, ttl time.Duration, scopes []string) (EnrollTokenResponse, error) {
 	var out EnrollTokenResponse
-	err := info.call(ctx, http.MethodPost, "/v1/admin/enroll-tokens", EnrollTokenRequest{Uses: uses, TTL: ttl.String()}, http.StatusCreated, &out)
+	err := info.call(ctx, http.MethodPost, "/v1/admin/enroll-tokens", EnrollTokenRequest{Uses: uses, TTL: ttl.String(), Scopes: scopes}, http.StatusCreated, &out)
 	var refused *apiError
 	if errors.As(err, &refused) {
 		return out, fmt.Errorf("the khala server at %s refused: %w", info.URL, err)
@@ -113,13 +118,13 @@ func adminIssue(ctx context.Context, info adminInfo, uses int, ttl time.Duration
 // IssuePostgresToken issues an enrollment token into the PostgreSQL
 // database dsn (migrating its schema first if need be): replicas hold no
 // lock on it, so no server is asked.
-func IssuePostgresToken(ctx context.Context, dsn string, uses int, ttl time.Duration) (EnrollTokenResponse, error) {
+func IssuePostgresToken(ctx context.Context, dsn string, uses int, ttl time.Duration, scopes ...string) (EnrollTokenResponse, error) {
 	p, err := khalapg.Open(ctx, khalapg.Options{DSN: dsn, PoolSize: 1})
 	if err != nil {
 		return EnrollTokenResponse{}, err
 	}
 	defer p.Close()
-	return IssueEnrollToken(ctx, p, uses, ttl, time.Now().UTC())
+	return IssueEnrollToken(ctx, p, uses, ttl, time.Now().UTC(), scopes...)
 }
 
 // bearer returns the token of an Authorization: Bearer header, or "".

@@ -14,6 +14,6 @@ moderator, queues the turns it emits and leases each to one agent at a time.
 Agents reach it as a remote (nerve remote add origin URL).`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newCmdKhalaServe(f, nil), newCmdKhalaEnrollToken(f, nil), newCmdKhalaUser(f))
+	cmd.AddCommand(newCmdKhalaServe(f, nil), newCmdKhalaEnrollToken(f, nil), newCmdKhalaUser(f), newCmdKhalaAgent(f))
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
@@ -19,6 +20,8 @@ type khalaEnrollOptions struct {
 	Postgres string
 	Uses     int
 	TTL      time.Duration
+	Scope    string
+	Scopes   []string
 	JSON     bool
 }
 
@@ -37,9 +40,18 @@ the admin file the server keeps beside the database (FILE.admin, mode 0600).
 A --db that does not exist is refused: the server creates its own database.
 With --postgres DSN (or NERVE_KHALA_POSTGRES) it writes the token to that
 PostgreSQL database, which every replica serving it then accepts.
-Only the token's hash is stored; the token is shown once.`,
+Only the token's hash is stored; the token is shown once.
+
+--scope says what the agents it enrolls may do: claim (claim and answer
+turns), start (start threads), publish (publish workflows: their own only).
+The default, claim,start,publish, is what agents could do before scopes
+less publishing over, cancelling or attaching children to what other agents
+published and started (that takes a person with the cancel scope, or the
+admin). Agents enrolled before scopes keep everything they could do until
+revoked ('nerve khala agent revoke NAME') and enrolled again.`,
 		Example: `  nerve khala enroll-token
-  nerve khala enroll-token --uses 5 --ttl 72h --json`,
+  nerve khala enroll-token --uses 5 --ttl 72h --json
+  nerve khala enroll-token --scope claim`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := resolveKhalaDB(f, cmd, &opts.DB, &opts.Postgres, dbWrite); err != nil {
@@ -48,6 +60,11 @@ Only the token's hash is stored; the token is shown once.`,
 			if opts.Uses < 1 {
 				return usageErrorf("a token enrolls at least one agent", "--uses %d: want 1 or more", opts.Uses)
 			}
+			scopes, err := khala.ParseScopes(opts.Scope, khala.AgentScopes)
+			if err != nil {
+				return usageErrorf("for example: --scope claim,start", "--scope: %s", err)
+			}
+			opts.Scopes = scopes
 			if runF != nil {
 				return runF(opts)
 			}
@@ -58,7 +75,8 @@ Only the token's hash is stored; the token is shown once.`,
 	cmd.Flags().StringVar(&opts.Postgres, "postgres", "", "the replicas' PostgreSQL database (DSN; default $"+envKhalaPostgres+")")
 	cmd.Flags().IntVar(&opts.Uses, "uses", 1, "how many agents may enroll with it")
 	cmd.Flags().DurationVar(&opts.TTL, "ttl", 24*time.Hour, "how long it is valid (0: no expiry)")
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"token", "uses", "expires_at"}`)
+	cmd.Flags().StringVar(&opts.Scope, "scope", strings.Join(khala.DefaultAgentScopes, ","), "what the agents it enrolls may do: some of "+strings.Join(khala.AgentScopes, ","))
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"token", "uses", "expires_at", "scopes"}`)
 	return cmd
 }
 
@@ -69,9 +87,9 @@ func khalaEnrollRun(ctx context.Context, opts *khalaEnrollOptions) error {
 		err  error
 	)
 	if opts.Postgres != "" {
-		resp, err = khala.IssuePostgresToken(ctx, opts.Postgres, opts.Uses, opts.TTL)
+		resp, err = khala.IssuePostgresToken(ctx, opts.Postgres, opts.Uses, opts.TTL, opts.Scopes...)
 	} else {
-		resp, via, err = khala.IssueToken(ctx, opts.DB, opts.Uses, opts.TTL)
+		resp, via, err = khala.IssueToken(ctx, opts.DB, opts.Uses, opts.TTL, opts.Scopes...)
 	}
 	if err != nil {
 		return khalaServeError(err)
@@ -82,7 +100,8 @@ func khalaEnrollRun(ctx context.Context, opts *khalaEnrollOptions) error {
 			Token     string     `json:"token"`
 			Uses      int        `json:"uses"`
 			ExpiresAt *time.Time `json:"expires_at"`
-		}{Token: resp.Token, Uses: resp.Uses}
+			Scopes    []string   `json:"scopes"`
+		}{Token: resp.Token, Uses: resp.Uses, Scopes: resp.Scopes}
 		if !resp.ExpiresAt.IsZero() {
 			out.ExpiresAt = &resp.ExpiresAt
 		}
@@ -101,6 +120,6 @@ func khalaEnrollRun(ctx context.Context, opts *khalaEnrollOptions) error {
 	case via == khala.ViaServer:
 		how = "issued by the server running on " + opts.DB
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "enrollment token for %d agent(s), %s; %s\n", resp.Uses, until, how)
+	fmt.Fprintf(opts.IO.ErrOut, "enrollment token for %d agent(s) with scopes %s, %s; %s\n", resp.Uses, strings.Join(resp.Scopes, ","), until, how)
 	return nil
 }

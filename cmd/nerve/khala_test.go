@@ -133,7 +133,7 @@ func TestKhalaCommandTree(t *testing.T) {
 	for _, c := range cmd.Commands() {
 		names = append(names, c.Name())
 	}
-	if strings.Join(names, " ") != "enroll-token serve user" {
+	if strings.Join(names, " ") != "agent enroll-token serve user" {
 		t.Fatalf("subcommands: %v", names)
 	}
 }

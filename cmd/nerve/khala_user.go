@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -19,6 +20,7 @@ type khalaUserOptions struct {
 	IO       *IOStreams
 	DB       string
 	Postgres string
+	Scope    string
 	JSON     bool
 }
 
@@ -78,13 +80,18 @@ func (o *khalaUserOptions) where(via string) string {
 func newCmdKhalaUserAdd(f *Factory) *cobra.Command {
 	opts := &khalaUserOptions{IO: f.IO}
 	cmd := &cobra.Command{
-		Use:     "add NAME",
-		Short:   "Add a person and print their token (shown once)",
-		Example: "  T=$(nerve khala user add alice)\n  nerve khala user add bob --json",
+		Use:   "add NAME",
+		Short: "Add a person and print their token (shown once)",
+		Long: `Add a person and print their token (shown once). --scope says what they may
+do: answer (human turns and the inbox), console (sign in to the web console),
+cancel (cancel anyone's thread). The default is answer,console, what people
+could do before scopes; people added before scopes keep exactly that.`,
+		Example: "  T=$(nerve khala user add alice)\n  nerve khala user add bob --json\n  nerve khala user add carol --scope answer,cancel,console",
 		Args:    exactArgs(1, "name the person"),
 	}
 	resolve := userFlags(f, cmd, opts, dbWrite)
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"name", "token", "added_at"}`)
+	cmd.Flags().StringVar(&opts.Scope, "scope", strings.Join(khala.DefaultPersonScopes, ","), "what they may do: some of "+strings.Join(khala.PersonScopes, ","))
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"name", "token", "added_at", "scopes"}`)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := resolve(); err != nil {
 			return err
@@ -92,7 +99,11 @@ func newCmdKhalaUserAdd(f *Factory) *cobra.Command {
 		if err := workflow.CheckPersonName(args[0]); err != nil {
 			return usageErrorf("for example: nerve khala user add alice", "%s", err)
 		}
-		out, where, err := opts.run(cmd.Context(), khala.UserRequest{Action: "add", Name: args[0]})
+		scopes, err := khala.ParseScopes(opts.Scope, khala.PersonScopes)
+		if err != nil {
+			return usageErrorf("for example: --scope answer,cancel", "--scope: %s", err)
+		}
+		out, where, err := opts.run(cmd.Context(), khala.UserRequest{Action: "add", Name: args[0], Scopes: scopes})
 		if err != nil {
 			return err
 		}
@@ -102,7 +113,7 @@ func newCmdKhalaUserAdd(f *Factory) *cobra.Command {
 		}
 		// The token alone on stdout, so T=$(nerve khala user add NAME) works.
 		fmt.Fprintln(opts.IO.Out, u.Token)
-		fmt.Fprintf(opts.IO.ErrOut, "person %s added %s; the token is shown once: give it to them for 'nerve init --remote NAME=URL --person-token TOKEN'\n", u.Name, where)
+		fmt.Fprintf(opts.IO.ErrOut, "person %s added with scopes %s %s; the token is shown once: give it to them for 'nerve init --remote NAME=URL --person-token TOKEN'\n", u.Name, strings.Join(u.Scopes, ","), where)
 		return nil
 	}
 	return cmd
@@ -116,7 +127,7 @@ func newCmdKhalaUserList(f *Factory) *cobra.Command {
 		Args:  cobra.NoArgs,
 	}
 	resolve := userFlags(f, cmd, opts, dbExisting)
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print [{"name", "added_at"}]`)
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print [{"name", "added_at", "scopes"}]`)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := resolve(); err != nil {
 			return err
@@ -129,10 +140,11 @@ func newCmdKhalaUserList(f *Factory) *cobra.Command {
 			type userJSON struct {
 				Name    string    `json:"name"`
 				AddedAt time.Time `json:"added_at"`
+				Scopes  []string  `json:"scopes"` // null: added before scopes (answer,console)
 			}
 			list := make([]userJSON, 0, len(out))
 			for _, u := range out {
-				list = append(list, userJSON{Name: u.Name, AddedAt: u.AddedAt})
+				list = append(list, userJSON{Name: u.Name, AddedAt: u.AddedAt, Scopes: u.Scopes})
 			}
 			return json.NewEncoder(opts.IO.Out).Encode(list)
 		}
@@ -141,9 +153,9 @@ func newCmdKhalaUserList(f *Factory) *cobra.Command {
 			return nil
 		}
 		tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tADDED")
+		fmt.Fprintln(tw, "NAME\tADDED\tSCOPES")
 		for _, u := range out {
-			fmt.Fprintf(tw, "%s\t%s\n", u.Name, u.AddedAt.Local().Format(time.RFC3339))
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", u.Name, u.AddedAt.Local().Format(time.RFC3339), khala.DescribeScopes(u.Scopes, true))
 		}
 		return tw.Flush()
 	}

@@ -41,6 +41,9 @@ type Storage interface {
 	// Agents lists the enrolled agents by name, each with the turns
 	// leased to it and when it was last seen.
 	Agents(ctx context.Context) ([]AgentStatus, error)
+	// RevokeAgent deletes an agent: its token stops working at once on
+	// every replica (no cache of it survives). Errors: ErrNotFound.
+	RevokeAgent(ctx context.Context, name string) error
 	// SawAgents records when agents (by name) were last seen, keeping a
 	// later time already stored; unknown names are skipped. A server
 	// calls it about once a minute for all the agents it saw, never per
@@ -60,7 +63,11 @@ type Storage interface {
 	PersonByToken(ctx context.Context, h Hash) (Person, error)
 
 	// PutWorkflow publishes a definition: its record and its source,
-	// which is kept by content hash for the threads started from it.
+	// which is kept by content hash for the threads started from it. A
+	// new record is owned by w.Owner (empty: w.UpdatedBy); an existing one
+	// keeps its owner (OwnedBy), and when w.Owner is set and is not that
+	// owner nothing is written: ErrNotOwner. An empty w.Owner publishes
+	// over anyone's (the admin's and legacy tokens' right).
 	PutWorkflow(ctx context.Context, w WorkflowRecord, source []byte) (created bool, err error)
 	Workflow(ctx context.Context, name string) (WorkflowRecord, error)
 	Workflows(ctx context.Context) ([]WorkflowRecord, error)
@@ -158,6 +165,8 @@ var (
 	// one it was leased to: claim ids are in every thread's trace, so a
 	// claim alone proves nothing. The holder's lease is untouched.
 	ErrNotHolder = errors.New("not the holder")
+	// ErrNotOwner refuses publishing over a workflow someone else owns.
+	ErrNotOwner = errors.New("not the owner")
 )
 
 // ThreadQuery selects threads; zero fields select all.

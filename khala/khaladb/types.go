@@ -22,12 +22,16 @@ type Agent struct {
 	Name       string    `json:"name"`
 	Token      Hash      `json:"token"`
 	EnrolledAt time.Time `json:"enrolled_at"`
+	// Scopes are what the token may do (khala/scopes.go); none: an agent
+	// enrolled before tokens had scopes, which keeps what it could do.
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // AgentStatus is an enrolled agent as GET /v1/agents lists it.
 type AgentStatus struct {
 	Name       string
 	EnrolledAt time.Time
+	Scopes     []string // none: the legacy set (Agent.Scopes)
 	// LastSeen is the latest time SawAgents recorded (zero: none yet).
 	LastSeen time.Time
 	// Held are the turns leased to it (claimed), in thread and step
@@ -42,6 +46,8 @@ type EnrollToken struct {
 	Uses      int       `json:"uses"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	CreatedAt time.Time `json:"created_at"`
+	// Scopes are given to the agents it enrolls (none: the legacy set).
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // Person is someone who answers human turns (nerve khala user add). A
@@ -50,6 +56,9 @@ type Person struct {
 	Name    string    `json:"name"`
 	Token   Hash      `json:"token"`
 	AddedAt time.Time `json:"added_at"`
+	// Scopes are what the token may do; none: a person added before
+	// tokens had scopes (answer and console).
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // WorkflowRecord is a published definition. Everything else about it is
@@ -59,6 +68,18 @@ type WorkflowRecord struct {
 	SourceHash string    `json:"source_hash"`
 	UpdatedAt  time.Time `json:"updated_at"`
 	UpdatedBy  string    `json:"updated_by"`
+	// Owner is who first published it (empty in records older than
+	// owners: UpdatedBy stands in, see OwnedBy). PutWorkflow keeps it.
+	Owner string `json:"owner,omitempty"`
+}
+
+// OwnedBy is the workflow's owner: Owner, or for a record published
+// before owners were kept, its last publisher.
+func (w WorkflowRecord) OwnedBy() string {
+	if w.Owner != "" {
+		return w.Owner
+	}
+	return w.UpdatedBy
 }
 
 // Thread is a thread as Khala keeps it. Pending holds the turns assigned

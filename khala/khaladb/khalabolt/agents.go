@@ -15,7 +15,8 @@ import (
 )
 
 // bSeen keeps when each agent was last seen apart from its record, which
-// never changes once enrolled (the agents cache relies on that).
+// never changes once enrolled (the agents cache relies on that; a revoke
+// clears the cache).
 var bSeen = []byte("seen") // agent name -> last seen, unix nanos (8 bytes)
 
 // Agents implements Storage. The turns held are the lease index's
@@ -30,7 +31,7 @@ func (b *Store) Agents(ctx context.Context) ([]khaladb.AgentStatus, error) {
 			if err := json.Unmarshal(v, &a); err != nil {
 				return err
 			}
-			st := khaladb.AgentStatus{Name: a.Name, EnrolledAt: a.EnrolledAt}
+			st := khaladb.AgentStatus{Name: a.Name, EnrolledAt: a.EnrolledAt, Scopes: a.Scopes}
 			if at := seen.Get(k); len(at) == 8 {
 				st.LastSeen = shared.FromNanos(int64(binary.BigEndian.Uint64(at)))
 			}

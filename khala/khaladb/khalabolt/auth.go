@@ -44,6 +44,7 @@ func (b *Store) Enroll(ctx context.Context, enroll khaladb.Hash, a khaladb.Agent
 			return nil
 		}
 		et.Uses--
+		a.Scopes = et.Scopes
 		if err := putJSON(eb, enroll[:], et); err != nil {
 			return err
 		}
@@ -85,12 +86,54 @@ func (b *Store) AgentByToken(ctx context.Context, h khaladb.Hash) (khaladb.Agent
 	return a, err
 }
 
+// RevokeAgent implements Storage. One process serves a bbolt file, so
+// dropping its cache entry here is enough.
+func (b *Store) RevokeAgent(ctx context.Context, name string) error {
+	var a khaladb.Agent
+	found := false
+	err := b.update(func(tx *bolt.Tx) error {
+		agents := tx.Bucket(bAgents)
+		ok, err := getJSON(agents, []byte(name), &a)
+		if found = ok; err != nil || !ok {
+			return err
+		}
+		if err := tx.Bucket(bTokens).Delete(a.Token[:]); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bSeen).Delete([]byte(name)); err != nil {
+			return err
+		}
+		return agents.Delete([]byte(name))
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		return khaladb.ErrNotFound
+	}
+	b.agents.Clear()
+	return nil
+}
+
 // PutWorkflow implements Storage.
 func (b *Store) PutWorkflow(ctx context.Context, w khaladb.WorkflowRecord, source []byte) (bool, error) {
 	var created bool
 	err := b.update(func(tx *bolt.Tx) error {
 		wb := tx.Bucket(bWorkflows)
-		created = wb.Get([]byte(w.Name)) == nil
+		var old khaladb.WorkflowRecord
+		ok, err := getJSON(wb, []byte(w.Name), &old)
+		if err != nil {
+			return err
+		}
+		created = !ok
+		switch {
+		case created && w.Owner == "":
+			w.Owner = w.UpdatedBy
+		case !created && w.Owner != "" && w.Owner != old.OwnedBy():
+			return fmt.Errorf("%w: workflow %s is %s's", khaladb.ErrNotOwner, w.Name, old.OwnedBy())
+		case !created:
+			w.Owner = old.OwnedBy()
+		}
 		if err := tx.Bucket(bSources).Put([]byte(w.SourceHash), source); err != nil {
 			return err
 		}

@@ -34,6 +34,8 @@ func Exercise(t *testing.T, open Opener) {
 		{"MergeTurn", MergeTurn},
 		{"People", People},
 		{"Agents", Agents},
+		{"ScopesAndRevoke", ScopesAndRevoke},
+		{"WorkflowOwner", WorkflowOwner},
 		{"PeopleAndChildTurns", PeopleAndChildTurns},
 		{"UsageRollup", UsageRollup},
 	} {

@@ -173,9 +173,11 @@ func (p *Store) dialListener(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, p.fail("connect to listen", err)
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgChannel); err != nil {
-		conn.Close(context.Background())
-		return nil, p.fail("listen", err)
+	for _, ch := range []string{pgChannel, revokeChannel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
+			conn.Close(context.Background())
+			return nil, p.fail("listen", err)
+		}
 	}
 	return conn, nil
 }
@@ -192,6 +194,10 @@ func (p *Store) listen(ctx context.Context, conn *pgx.Conn) {
 				nt, err := conn.WaitForNotification(ctx)
 				if err != nil {
 					break
+				}
+				if nt.Channel == revokeChannel {
+					p.forgetAgents()
+					continue
 				}
 				if nt.PID != p.notify.ownPID() {
 					p.hints.Notify(strings.Split(nt.Payload, "\n")...)
@@ -213,7 +219,9 @@ func (p *Store) listen(ctx context.Context, conn *pgx.Conn) {
 			continue
 		}
 		conn = c
-		// What changed while nobody listened is unknown: everyone looks.
+		// What changed while nobody listened is unknown: everyone looks,
+		// and an agent revoked meanwhile must not outlive the gap.
+		p.forgetAgents()
 		p.hints.NotifyAll()
 	}
 }

@@ -13,8 +13,8 @@ import (
 
 // AddPerson implements Storage.
 func (p *Store) AddPerson(ctx context.Context, ps khaladb.Person) error {
-	tag, err := p.pool.Exec(ctx, "INSERT INTO khala_people (name, token, added_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",
-		ps.Name, ps.Token[:], shared.Nanos(ps.AddedAt))
+	tag, err := p.pool.Exec(ctx, "INSERT INTO khala_people (name, token, added_at, scopes) VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING",
+		ps.Name, ps.Token[:], shared.Nanos(ps.AddedAt), joinScopes(ps.Scopes))
 	if err == nil && tag.RowsAffected() == 0 {
 		return khaladb.ErrNameTaken
 	}
@@ -32,13 +32,15 @@ func (p *Store) RemovePerson(ctx context.Context, name string) error {
 
 func scanPerson(row pgx.Row) (khaladb.Person, error) {
 	var (
-		ps    khaladb.Person
-		token []byte
-		at    int64
+		ps     khaladb.Person
+		token  []byte
+		at     int64
+		scopes *string
 	)
-	if err := row.Scan(&ps.Name, &token, &at); err != nil {
+	if err := row.Scan(&ps.Name, &token, &at, &scopes); err != nil {
 		return ps, err
 	}
+	ps.Scopes = splitScopes(scopes)
 	copy(ps.Token[:], token)
 	ps.AddedAt = shared.FromNanos(at)
 	return ps, nil
@@ -46,7 +48,7 @@ func scanPerson(row pgx.Row) (khaladb.Person, error) {
 
 // People implements Storage.
 func (p *Store) People(ctx context.Context) ([]khaladb.Person, error) {
-	rows, err := p.pool.Query(ctx, "SELECT name, token, added_at FROM khala_people ORDER BY name")
+	rows, err := p.pool.Query(ctx, "SELECT name, token, added_at, scopes FROM khala_people ORDER BY name")
 	if err != nil {
 		return nil, p.fail("list people", err)
 	}
@@ -57,7 +59,7 @@ func (p *Store) People(ctx context.Context) ([]khaladb.Person, error) {
 // PersonByToken implements Storage: read from the database every time,
 // so a person removed on any replica is refused by all at once.
 func (p *Store) PersonByToken(ctx context.Context, h khaladb.Hash) (khaladb.Person, error) {
-	ps, err := scanPerson(p.pool.QueryRow(ctx, "SELECT name, token, added_at FROM khala_people WHERE token = $1", h[:]))
+	ps, err := scanPerson(p.pool.QueryRow(ctx, "SELECT name, token, added_at, scopes FROM khala_people WHERE token = $1", h[:]))
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !khaladb.SameHash(ps.Token, h)) {
 		return khaladb.Person{}, khaladb.ErrUnauthorized
 	}

@@ -47,6 +47,7 @@ type Store struct {
 	notify  *pgNotifier
 	msgs    shared.Messages
 	agents  shared.Agents
+	revokes atomic.Uint64 // grows with every revoke heard: see AgentByToken
 	views   claimViews
 	batches claimBatches
 	changes changeBatches

@@ -12,9 +12,10 @@ import (
 const MaxThreads = 4096
 
 // Agents keeps agents by token hash. An agent is never changed once
-// enrolled, so a cached one is as good as the stored one; entries expire
-// anyway, so that a future revocation needs only a shorter TTL. The zero
-// value is ready to use.
+// enrolled, so a cached one is as good as the stored one until it is
+// revoked: a revoke clears the cache (on PostgreSQL, every replica's,
+// through the revoke's NOTIFY). Entries expire anyway, the bound on a
+// replica that missed one. The zero value is ready to use.
 type Agents struct {
 	mu sync.Mutex
 	m  map[khaladb.Hash]cachedAgent
@@ -46,4 +47,12 @@ func (c *Agents) Put(h khaladb.Hash, a khaladb.Agent) {
 		c.m = map[khaladb.Hash]cachedAgent{}
 	}
 	c.m[h] = cachedAgent{a: a, at: time.Now()}
+}
+
+// Clear forgets every agent: one was revoked (revokes are rare, so
+// forgetting all costs a lookup per agent once).
+func (c *Agents) Clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m = nil
 }
