@@ -41,6 +41,9 @@ func (c *consoleSource) Inbox(ctx context.Context, person string) ([]console.Inb
 // Answer answers as the API's answer endpoint does, with the same checks:
 // the turn waits, person is in answered_by, the answer fits the role.
 func (c *consoleSource) Answer(ctx context.Context, person string, a console.AnswerForm) error {
+	if err := c.mayAnswer(ctx, person); err != nil {
+		return err
+	}
 	ans := workflow.Answer{Content: a.Content}
 	if m := strings.TrimSpace(a.Meta); m != "" {
 		if err := json.Unmarshal([]byte(m), &ans.Meta); err != nil {
@@ -124,4 +127,20 @@ func (c *consoleSource) threadsWaiting(ctx context.Context, waiting map[string]b
 		}
 	}
 	return out, nil
+}
+
+// mayAnswer refuses a signed-in person whose token lacks the answer
+// scope, as the API's answer endpoint does: signing in (console) is not
+// answering.
+func (c *consoleSource) mayAnswer(ctx context.Context, person string) error {
+	ps, err := c.s.store.People(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if p.Name == person {
+			return needScope(caller{kind: callerPerson, name: p.Name, scopes: p.Scopes}, ScopeAnswer)
+		}
+	}
+	return fmt.Errorf("%w: no person %q (was the person removed?)", khaladb.ErrUnauthorized, person)
 }

@@ -70,6 +70,19 @@ func testConsoleInboxAndAnswer(t *testing.T, bk backend) {
 	if status, page := answer(bc, "ship it", `{"approved": true}`); status != 400 || !strings.Contains(page, "carol may not answer") {
 		t.Errorf("carol answers: %d\n%s", status, page)
 	}
+	// Signing in is not answering: a token with the console scope alone
+	// is refused the answer, as the API's answer endpoint refuses it.
+	u, err := ts.srv.users().Add(t.Context(), "vera", ScopeConsole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bv := newBrowser(t, ts.URL)
+	if status, _ := bv.signIn(u.Token); status != 200 {
+		t.Fatalf("vera signs in: %d", status)
+	}
+	if status, page := answer(bv, "ship it", `{"approved": true}`); status == 200 || !strings.Contains(page, "answer scope") {
+		t.Errorf("vera, console scope only, answers: %d\n%s", status, page)
+	}
 	if th := a.thread(id); th.Status != workflow.StatusRunning || len(th.Waiting) != 1 {
 		t.Fatalf("a refused answer recorded something: %s, waiting %+v", th.Status, th.Waiting)
 	}
