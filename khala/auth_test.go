@@ -120,7 +120,7 @@ func testEnrollmentTokens(t *testing.T, bk backend) {
 		t.Fatalf("a taken name: %d %s", s, d)
 	}
 	c.must("POST", "/v1/agents", map[string]string{"name": "third"}, 201, nil)
-	for _, bad := range []string{"", "-x", "a b", strings.Repeat("x", 65), "ünï"} {
+	for _, bad := range []string{"", "-x", "a b", strings.Repeat("x", 65), "ünï", "admin"} {
 		if s, _ := (&client{ts: ts, token: ts.enroll}).do("POST", "/v1/agents", map[string]string{"name": bad}); s != 400 {
 			t.Errorf("agent name %q: want 400, got %d", bad, s)
 		}

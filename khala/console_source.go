@@ -287,7 +287,7 @@ func (c *consoleSource) Agents(ctx context.Context) ([]console.Agent, error) {
 	}
 	err = c.eachRecent(ctx, 200, true, func(v *khaladb.ThreadView, evs []workflow.Event) {
 		for _, e := range evs {
-			if e.Agent != "" && e.Agent != "admin" {
+			if e.Agent != "" && e.Agent != adminName {
 				if a := get(e.Agent); e.At.After(a.LastSeen) {
 					a.LastSeen = e.At
 				}

@@ -46,6 +46,12 @@ func (s *Server) handleEnroll(w http.ResponseWriter, r *http.Request, a khaladb.
 		s.fail(w, r, badRequest("name %q: an agent name is 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name))
 		return
 	}
+	if req.Name == adminName {
+		// What the admin token does is recorded under this name: an agent
+		// called so would own the workflows the admin published.
+		s.fail(w, r, badRequest("name %q is the admin's; choose another name", req.Name))
+		return
+	}
 	tok, h := newToken(prefixAgent)
 	err := s.store.Enroll(r.Context(), a.Token, khaladb.Agent{Name: req.Name, Token: h, EnrolledAt: s.now()})
 	switch {

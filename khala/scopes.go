@@ -73,6 +73,10 @@ func DescribeScopes(scopes []string, person bool) string {
 	return legacyScopesDescribe
 }
 
+// adminName is who the admin token acts as in records (a workflow's
+// owner, a thread's initiator); no agent may enroll under it.
+const adminName = "admin"
+
 // Caller kinds.
 const (
 	callerAgent = iota + 1

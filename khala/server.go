@@ -278,7 +278,7 @@ func (s *Server) authenticate(r *http.Request, kind int) (khaladb.Agent, caller,
 		if s.opts.AdminToken == (khaladb.Hash{}) || !khaladb.SameHash(h, s.opts.AdminToken) || !fromLoopback(r) {
 			return khaladb.Agent{}, caller{}, fmt.Errorf("%w: the admin path takes the server's local admin token, from this machine", khaladb.ErrUnauthorized)
 		}
-		return khaladb.Agent{Name: "admin"}, caller{kind: callerAdmin, name: "admin"}, nil
+		return khaladb.Agent{Name: adminName}, caller{kind: callerAdmin, name: adminName}, nil
 	case authEnroll:
 		// Checked (and consumed) by Enroll itself, in one transaction.
 		if !strings.HasPrefix(tok, prefixEnroll) {
