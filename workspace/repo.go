@@ -127,7 +127,7 @@ func (m *Manager) has(ctx context.Context, dir, rev string) bool {
 	if rev == "" {
 		return false
 	}
-	_, err := m.run(ctx, dir, nil, "cat-file", "-e", rev+"^{commit}")
+	_, err := m.run(ctx, dir, nil, "cat-file", "-e", "--end-of-options", rev+"^{commit}")
 	return err == nil
 }
 
