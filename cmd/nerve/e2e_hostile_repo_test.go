@@ -88,6 +88,7 @@ func TestE2ETarpitRepoDoesNotFreezeDaemon(t *testing.T) {
 	a := hostileAgent(t, k, 2, "workspace: {fetch_timeout: 2s}\n")
 	a.must(0, "workflow", "push", a.write("hostile.yaml", hostileWorkflow(shared)), "origin")
 	a.must(0, "daemon", "start")
+	t.Logf("set up at %s", time.Now().Format(time.StampMilli))
 
 	var pits []string
 	for range 8 {
@@ -115,6 +116,15 @@ func TestE2ETarpitRepoDoesNotFreezeDaemon(t *testing.T) {
 			t.Errorf("tarpit thread %s's error %q does not name the deadline", id, m)
 		}
 	}
+	// The CLI's git has the same deadline: thread diff of a tarpit thread
+	// fails (exit 1) once it passes.
+	began := time.Now()
+	r := a.run("thread", "diff", "origin/hostile#"+pits[0])
+	if r.code != 1 || time.Since(began) > deadline+5*time.Second {
+		t.Fatalf("thread diff of a tarpit thread after %s: %s", time.Since(began), r)
+	}
+	oneLineError(t, r, "within 2s (workspace.fetch_timeout)")
+	t.Logf("nerve thread diff of a tarpit thread, after %s:\n%s", time.Since(began).Round(10*time.Millisecond), r.stderr)
 	if left := processesWith(strings.TrimPrefix(pit, "http://")); len(left) > 0 {
 		t.Errorf("git processes for the tarpit outlived their turns: %v", left)
 	}

@@ -268,6 +268,8 @@ func workspaceUsage(err error) error {
 		return usageErrorf("install git (https://git-scm.com) or put it on PATH", "%s", err)
 	case errors.Is(err, workspace.ErrUnknownRev) && strings.Contains(we.Msg, "push it"):
 		return usageErrorf("push the revision to the thread's repository (git push REMOTE REV), then run again", "%s", err)
+	case errors.Is(err, workspace.ErrTimeout):
+		return &failedError{msg: err.Error(), hint: "check that the repository answers (git ls-remote URL), or raise the deadline in nerve.yaml"}
 	case errors.Is(err, workspace.ErrRemote), errors.Is(err, workspace.ErrGit):
 		return &failedError{msg: err.Error()}
 	}
