@@ -117,6 +117,11 @@ func (m *Manager) noteUnanswered(url string, err error) error {
 	if m.silent == nil {
 		m.silent = map[string]time.Time{}
 	}
+	for u, at := range m.silent { // what is past its minute: the map stays small
+		if time.Since(at) >= unansweredFor {
+			delete(m.silent, u)
+		}
+	}
 	m.silent[redact(url)] = time.Now()
 	m.mu.Unlock()
 	return err
