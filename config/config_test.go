@@ -61,6 +61,9 @@ func TestExampleConfigLoads(t *testing.T) {
 	if !cfg.HasAdapter("example") {
 		t.Fatal("a file's adapters must add to the built-in ones, not replace them")
 	}
+	if w := cfg.Workspace; w.FetchTimeout.D() != 2*time.Minute || w.PushTimeout.D() != time.Minute || w.LocalTimeout.D() != 10*time.Minute {
+		t.Fatalf("example's workspace deadlines: %+v", w)
+	}
 }
 
 func TestEnvOverridesFile(t *testing.T) {
@@ -113,6 +116,9 @@ func TestBadFiles(t *testing.T) {
 		{"metrics on a host name", "daemon:\n  metrics_addr: example.com:9464\n", "is not a loopback address", 2},
 		{"metrics without a port", "daemon:\n  metrics_addr: 127.0.0.1\n", "is not host:port", 2},
 		{"max_concurrent_turns with a fraction", "agent:\n  max_concurrent_turns: 1.5\n", "agent.max_concurrent_turns: want a whole number, got 1.5", 2},
+		{"zero fetch deadline", "workspace:\n  fetch_timeout: 0s\n", "workspace.fetch_timeout: must be a positive duration such as 2m, got 0s", 2},
+		{"negative push deadline", "workspace:\n  push_timeout: -1m\n", "workspace.push_timeout: \"-1m\": a duration cannot be negative", 2},
+		{"unknown workspace key", "workspace:\n  git_timeout: 1m\n", `unknown key "git_timeout"`, 2},
 		{"extract without model", "extract:\n  base_url: http://127.0.0.1:1/v1\n", "extract.model: is required", 1},
 	}
 	for _, tc := range cases {

@@ -44,6 +44,11 @@ func Defaults(home string) *Config {
 			ShutdownGrace: yamlfile.Duration(10 * time.Second),
 			StallAfter:    yamlfile.Duration(60 * time.Second),
 		},
+		Workspace: Workspace{
+			FetchTimeout: yamlfile.Duration(2 * time.Minute),
+			PushTimeout:  yamlfile.Duration(time.Minute),
+			LocalTimeout: yamlfile.Duration(10 * time.Minute),
+		},
 		Home: home,
 	}
 }

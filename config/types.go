@@ -20,6 +20,7 @@ type Config struct {
 	Knowledge *Endpoint          `yaml:"knowledge" json:"knowledge,omitempty"`
 	Log       Log                `yaml:"log" json:"log"`
 	Daemon    Daemon             `yaml:"daemon" json:"daemon"`
+	Workspace Workspace          `yaml:"workspace" json:"workspace"`
 	// Pricing is USD per million tokens by model: it fills a message's
 	// cost when the CLI reports tokens only.
 	Pricing map[string]usage.Price `yaml:"pricing" json:"pricing,omitempty"`
@@ -98,6 +99,19 @@ type Daemon struct {
 	// serves Prometheus /metrics (spend, caps, pauses, turns); off by
 	// default.
 	MetricsAddr string `yaml:"metrics_addr" json:"metrics_addr,omitempty"`
+}
+
+// Workspace bounds the git commands nerve runs for thread workspaces: one
+// past its deadline is killed with its processes and fails the turn (error
+// kind workspace), so a repository that never answers frees the slot.
+type Workspace struct {
+	// FetchTimeout bounds a clone or fetch of a thread's repository.
+	FetchTimeout yamlfile.Duration `yaml:"fetch_timeout" json:"fetch_timeout"`
+	// PushTimeout bounds a push of a thread's branch.
+	PushTimeout yamlfile.Duration `yaml:"push_timeout" json:"push_timeout"`
+	// LocalTimeout bounds every other git command (worktrees, commits,
+	// merges, diffs).
+	LocalTimeout yamlfile.Duration `yaml:"local_timeout" json:"local_timeout"`
 }
 
 // RemoteURL returns the URL of the named remote.

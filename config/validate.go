@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nerve-agents/nerve/internal/usage"
 
@@ -53,6 +54,14 @@ func Validate(cfg *Config, lines yamlfile.Lines) yamlfile.Errors {
 	}
 	if cfg.Agent.MaxConcurrentTurns < 1 {
 		v.add("agent.max_concurrent_turns", "must be at least 1, got %d", cfg.Agent.MaxConcurrentTurns)
+	}
+	for _, f := range []struct {
+		name string
+		d    yamlfile.Duration
+	}{{"fetch_timeout", cfg.Workspace.FetchTimeout}, {"push_timeout", cfg.Workspace.PushTimeout}, {"local_timeout", cfg.Workspace.LocalTimeout}} {
+		if f.d <= 0 {
+			v.add("workspace."+f.name, "must be a positive duration such as 2m, got %s", time.Duration(f.d))
+		}
 	}
 	if cfg.Daemon.MaxSpawnDepth < 0 {
 		v.add("daemon.max_spawn_depth", "must not be negative, got %d", cfg.Daemon.MaxSpawnDepth)

@@ -46,7 +46,7 @@ func newRunner(d *Daemon, ctx context.Context) *runner {
 	r := &runner{d: d, ctx: ctx, threads: map[string]context.CancelCauseFunc{},
 		active: map[string]ActiveTurn{}, waiting: map[string]workflow.Waiting{}, groups: map[int]string{},
 		idle:  make(chan struct{}),
-		snaps: newSnapshots(d.paths.Snapshots()), ws: &workspace.Manager{Home: d.paths.Home},
+		snaps: newSnapshots(d.paths.Snapshots()), ws: &workspace.Manager{Home: d.paths.Home, Deadlines: func() workspace.Deadlines { return gitDeadlines(d.config()) }},
 		scratch: workspace.Scratch{Home: d.paths.Home}, trees: newCloudTrees(),
 		procs: newProcSlots(filepath.Join(d.paths.Home, "procs")), sweeps: make(chan struct{}, 1)}
 	r.hist = newHistories(r.snaps.remove)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/workflow"
 	"github.com/nerve-agents/nerve/workspace"
 )
@@ -147,4 +148,10 @@ func (r *runner) removeWorktrees(key string) {
 	if err := r.ws.Remove(ctx, key); err != nil {
 		r.d.log.Warn("remove worktrees", "thread", key, "err", err)
 	}
+}
+
+// gitDeadlines are nerve.yaml's bounds on git commands (workspace:).
+func gitDeadlines(cfg *config.Config) workspace.Deadlines {
+	w := cfg.Workspace
+	return workspace.Deadlines{Fetch: time.Duration(w.FetchTimeout), Push: time.Duration(w.PushTimeout), Local: time.Duration(w.LocalTimeout)}
 }

@@ -55,16 +55,16 @@ func (m *Manager) Checkout(ctx context.Context, dir string, ws Workspace, name s
 		}
 	}
 	if have != "" && have != ws.Head {
-		if _, err := m.run(ctx, user.dir, nil, "merge-base", "--is-ancestor", have, ws.Head); err != nil {
+		if _, err := m.run(ctx, user.dir, nil, "merge-base", "--is-ancestor", "--end-of-options", have, ws.Head); err != nil {
 			return "", wsErr(ErrBranchExists, fmt.Sprintf("branch %q exists in %s and is not behind the thread's head %s; name another branch", name, top, short(ws.Head)))
 		}
 	}
 	switch {
 	case current && have != ws.Head:
-		_, err = m.run(ctx, user.dir, nil, "merge", "--quiet", "--ff-only", ws.Head)
+		_, err = m.run(ctx, user.dir, nil, "merge", "--quiet", "--ff-only", "--end-of-options", ws.Head)
 	case current:
 	case have == "":
-		_, err = m.run(ctx, user.dir, nil, "switch", "--quiet", "-c", name, ws.Head)
+		_, err = m.run(ctx, user.dir, nil, "switch", "--quiet", "-c", name, "--end-of-options", ws.Head)
 	default:
 		if _, err = m.run(ctx, user.dir, nil, "update-ref", ref, ws.Head, have); err == nil {
 			_, err = m.run(ctx, user.dir, nil, "switch", "--quiet", name)

@@ -17,7 +17,7 @@ func (m *Manager) Diff(ctx context.Context, ws Workspace, w io.Writer, statOnly 
 	if !statOnly {
 		args = append(args, "--patch")
 	}
-	if err := m.runTo(ctx, src.dir, nil, w, append(args, ws.Base, ws.Head, "--")...); err != nil {
+	if err := m.runTo(ctx, src.dir, nil, w, append(args, "--end-of-options", ws.Base, ws.Head, "--")...); err != nil {
 		return fail("diff the thread", err)
 	}
 	return nil

@@ -40,7 +40,10 @@
 // Errors are *Error values: Kind "workspace" or "merge", one sentence a
 // person can act on, and a sentinel (ErrNoGit, ErrPushRefused, ...) for
 // errors.Is. Git runs with GIT_TERMINAL_PROMPT=0, no system config and no
-// hooks; URLs in messages lose their user info, so no credential is logged.
+// hooks, under a deadline per command (Deadlines: ErrTimeout, its process
+// group killed), with the ext and fd transports refused whatever the
+// user's gitconfig says (gitcmd.go); URLs in messages lose their user
+// info, so no credential is logged.
 //
 // The package is a leaf: it imports nothing of nerve but internal/ leaves.
 package workspace

@@ -27,6 +27,7 @@ var (
 	ErrWorktree     = errors.New("worktree damaged")
 	ErrConflict     = errors.New("merge conflict")
 	ErrGit          = errors.New("git failed")
+	ErrTimeout      = errors.New("git ran past its deadline")
 	ErrOtherRepo    = errors.New("not the thread's repository")
 	ErrDirty        = errors.New("uncommitted changes")
 )

@@ -66,7 +66,7 @@ func (tr *Tree) Finish(ctx context.Context, author, subject string) (Result, err
 	}
 	head := h.oid
 	if head != tr.Start {
-		if _, err := m.run(ctx, tr.Dir, nil, "merge-base", "--is-ancestor", tr.Start, head); err != nil {
+		if _, err := m.run(ctx, tr.Dir, nil, "merge-base", "--is-ancestor", "--end-of-options", tr.Start, head); err != nil {
 			where := "commit " + short(head)
 			if h.branch != "" {
 				where = "branch " + strconv.Quote(h.branch)
@@ -222,7 +222,7 @@ func (m *Manager) changes(ctx context.Context, dir, from, to string) (Changes, e
 	if from == to {
 		return Changes{}, nil
 	}
-	out, err := m.run(ctx, dir, nil, "diff", "--shortstat", "--find-renames", from, to, "--")
+	out, err := m.run(ctx, dir, nil, "diff", "--shortstat", "--find-renames", "--end-of-options", from, to, "--")
 	if err != nil {
 		return Changes{}, fail("count the changes", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nerve-agents/nerve/internal/procgroup"
 )
@@ -23,13 +24,18 @@ import (
 type Manager struct {
 	Home string // NERVE_HOME: holds repos/ and worktrees/
 	Git  string // the git binary; "" looks "git" up on PATH
+	// Deadlines says how long each git command may run; nil (or a zero
+	// field) is the default. It is read per command: a reloaded nerve.yaml
+	// applies to the next one.
+	Deadlines func() Deadlines
 
 	once   sync.Once
 	gitBin string
 	gitErr error
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	mu     sync.Mutex
+	locks  map[string]*sync.Mutex
+	silent map[string]time.Time // remotes that ran past their fetch deadline: when
 }
 
 // Workspace is what a thread records: Repo and Cloud as the workflow or
@@ -104,6 +110,8 @@ func environ(extra []string) []string {
 			continue
 		case "GIT_SSH_COMMAND", "GIT_SSH":
 			sshSet = true
+		case "GIT_ALLOW_PROTOCOL":
+			kv = k + "=" + allowProtocol(strings.TrimPrefix(kv, k+"="))
 		}
 		env = append(env, kv)
 	}
@@ -159,7 +167,11 @@ func (m *Manager) runTo(ctx context.Context, dir string, env []string, w io.Writ
 	// A process group of its own, registered while it runs: cancelling
 	// kills what git started (git-remote-https, ssh, index-pack) with it,
 	// and the daemon, their subreaper, reaps them afterwards.
-	cmd := procgroup.Command(ctx, bin, append(append([]string{}, gitFlags...), args...)...)
+	// The command's deadline kills the group just the same.
+	gctx, cancel, expired := m.runCtx(ctx, args)
+	defer cancel()
+	flags := append(append([]string{}, gitFlags...), protocolFlags...)
+	cmd := procgroup.Command(gctx, bin, append(flags, args...)...)
 	cmd.Dir = dir
 	cmd.Env = environ(env)
 	cmd.Stdout = w
@@ -168,6 +180,9 @@ func (m *Manager) runTo(ctx context.Context, dir string, env []string, w io.Writ
 	if err := procgroup.Run(cmd); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if gctx.Err() != nil {
+			return expired()
 		}
 		var ee *exec.ExitError
 		switch {

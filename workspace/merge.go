@@ -80,7 +80,7 @@ func (tr *Tree) mergeOne(ctx context.Context, author string, p Parallel) (string
 	m := tr.m
 	_, err := m.run(ctx, tr.Dir, identity(author), "-c", "rerere.enabled=false", "merge",
 		"--quiet", "--ff", "--no-edit", "--no-verify", "--no-autostash",
-		"-m", fmt.Sprintf("merge step %d into %s", p.Step, tr.turn.Branch), p.Commit)
+		"-m", fmt.Sprintf("merge step %d into %s", p.Step, tr.turn.Branch), "--end-of-options", p.Commit)
 	if err != nil {
 		out, _ := m.run(ctx, tr.Dir, nil, "diff", "--name-only", "--diff-filter=U", "-z")
 		files := strings.FieldsFunc(out, func(r rune) bool { return r == 0 })

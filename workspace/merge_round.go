@@ -38,6 +38,6 @@ func (m *Manager) MergeRound(ctx context.Context, t Turn, author string, turns [
 
 // descends reports whether commit descends from (or is) ancestor in dir.
 func (m *Manager) descends(ctx context.Context, dir, commit, ancestor string) bool {
-	_, err := m.run(ctx, dir, nil, "merge-base", "--is-ancestor", ancestor, commit)
+	_, err := m.run(ctx, dir, nil, "merge-base", "--is-ancestor", "--end-of-options", ancestor, commit)
 	return err == nil
 }

@@ -77,8 +77,11 @@ func (m *Manager) mirror(ctx context.Context, url string) (dir string, fresh boo
 		return "", false, wsErr(ErrGit, fmt.Sprintf("create a mirror in %s: %v", m.reposDir(), err))
 	}
 	defer os.RemoveAll(tmp)
+	if err := m.unanswered(url); err != nil {
+		return "", false, err
+	}
 	if _, err := m.run(ctx, "", nil, "clone", "--mirror", "--quiet", "--", url, tmp); err != nil {
-		return "", false, remoteErr("clone", url, err)
+		return "", false, remoteErr("clone", url, m.noteUnanswered(url, err))
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return "", false, wsErr(ErrGit, fmt.Sprintf("move the mirror of %s into place: %v", url, err))
@@ -92,14 +95,20 @@ func (m *Manager) fetch(ctx context.Context, src source) error {
 		return nil
 	}
 	defer m.lock(src.dir)()
+	if err := m.unanswered(src.repo); err != nil {
+		return err
+	}
 	if _, err := m.run(ctx, src.dir, nil, "fetch", "--quiet", "--prune", "origin"); err != nil {
-		return remoteErr("fetch", src.repo, err)
+		return remoteErr("fetch", src.repo, m.noteUnanswered(src.repo, err))
 	}
 	return nil
 }
 
 // remoteErr says why talking to the remote failed, without credentials.
 func remoteErr(op, url string, err error) error {
+	if isTimeout(err) {
+		return wsErr(ErrTimeout, fmt.Sprintf("%s %s: %s", op, url, err))
+	}
 	var ge *gitError
 	if !errors.As(err, &ge) {
 		return fail(op+" "+url, err)
@@ -118,7 +127,7 @@ func (m *Manager) has(ctx context.Context, dir, rev string) bool {
 	if rev == "" {
 		return false
 	}
-	_, err := m.run(ctx, dir, nil, "cat-file", "-e", rev+"^{commit}")
+	_, err := m.run(ctx, dir, nil, "cat-file", "-e", "--end-of-options", rev+"^{commit}")
 	return err == nil
 }
 

@@ -194,7 +194,7 @@ func (tr *Tree) add(ctx context.Context) error {
 func (tr *Tree) worktreeAdd(ctx context.Context) error {
 	defer tr.m.lock(tr.src.dir)()
 	_ = os.RemoveAll(tr.Dir)
-	_, err := tr.m.run(ctx, tr.src.dir, nil, "worktree", "add", "--quiet", "--force", "--detach", tr.Dir, tr.Start)
+	_, err := tr.m.run(ctx, tr.src.dir, nil, "worktree", "add", "--quiet", "--force", "--detach", "--end-of-options", tr.Dir, tr.Start)
 	return err
 }
 

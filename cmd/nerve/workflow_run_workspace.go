@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/daemon"
@@ -234,8 +235,18 @@ func checkWorkspaceBranch(ctx context.Context, f *Factory, branch string) error 
 	return runWorkspaceError(newWorkspaceManager(f).ValidBranch(ctx, branch))
 }
 
+// newWorkspaceManager runs git as the daemon does, with nerve.yaml's
+// deadlines (the defaults when it cannot be read: the command reports
+// that itself where it matters).
 func newWorkspaceManager(f *Factory) *workspace.Manager {
-	return &workspace.Manager{Home: config.Home(f.Getenv)}
+	return &workspace.Manager{Home: config.Home(f.Getenv), Deadlines: func() workspace.Deadlines {
+		cfg, err := f.Config()
+		if err != nil {
+			return workspace.Deadlines{}
+		}
+		w := cfg.Workspace
+		return workspace.Deadlines{Fetch: time.Duration(w.FetchTimeout), Push: time.Duration(w.PushTimeout), Local: time.Duration(w.LocalTimeout)}
+	}}
 }
 
 func noWorkspace(name string) error {
@@ -257,6 +268,8 @@ func workspaceUsage(err error) error {
 		return usageErrorf("install git (https://git-scm.com) or put it on PATH", "%s", err)
 	case errors.Is(err, workspace.ErrUnknownRev) && strings.Contains(we.Msg, "push it"):
 		return usageErrorf("push the revision to the thread's repository (git push REMOTE REV), then run again", "%s", err)
+	case errors.Is(err, workspace.ErrTimeout):
+		return &failedError{msg: err.Error(), hint: "check that the repository answers (git ls-remote URL), or raise the deadline in nerve.yaml"}
 	case errors.Is(err, workspace.ErrRemote), errors.Is(err, workspace.ErrGit):
 		return &failedError{msg: err.Error()}
 	}
