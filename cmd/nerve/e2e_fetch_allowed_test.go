@@ -13,8 +13,13 @@ import (
 // the raw API naming a file:// repository on the serving machine that its
 // workflow does not declare is answered with error kind workspace, and
 // nothing is cloned, run or pushed; a thread on the declared repository
-// runs; and remotes.origin.repos lets the owner allow more.
+// runs; and remotes.origin.repos lets the owner allow more. On both
+// backends.
 func TestE2EDaemonFetchesOnlyAllowedRepos(t *testing.T) {
+	eachKhalaBackend(t, testDaemonFetchesOnlyAllowedRepos)
+}
+
+func testDaemonFetchesOnlyAllowedRepos(t *testing.T, backend string) {
 	seed := gitRepo(t)
 	shared := filepath.Join(t.TempDir(), "shared.git")
 	private := filepath.Join(t.TempDir(), "owners-private.git")
@@ -22,7 +27,7 @@ func TestE2EDaemonFetchesOnlyAllowedRepos(t *testing.T) {
 	git(t, seed, "clone", "-q", "--bare", seed, private)
 	base := git(t, shared, "rev-parse", "main")
 
-	k := startKhala(t)
+	k := startKhalaOn(t, backend)
 	a := agentEnv(t, k, k.enrollToken(t, 1), "agent-a", treeScript, ", roles: [author, reviewer]", 1)
 	a.must(0, "workflow", "push", a.write("tree.yaml", treeWorkflow(shared)), "origin")
 	a.must(0, "daemon", "start")
