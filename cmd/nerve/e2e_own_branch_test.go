@@ -65,6 +65,13 @@ func testThreadCannotTakeABranch(t *testing.T, backend string) {
 		return status, string(body)
 	}
 
+	// The CLI says so before it asks Khala.
+	user := filepath.Join(t.TempDir(), "user")
+	git(t, seed, "clone", "-q", shared, user)
+	for _, b := range []string{"main", "release/1.2"} {
+		r := a.runIn(user, 2, "workflow", "run", "origin/tree", "--branch", b, "--detach")
+		oneLineError(t, r, "--branch "+b+": a cloud thread's branch is under nerve/")
+	}
 	if status, body := start(map[string]any{"branch": "main"}); status != 400 || !strings.Contains(body, `workspace.branch \"main\": a cloud thread's branch is under nerve/`) {
 		t.Fatalf("branch main: %d %s; want 400 naming it", status, body)
 	}
