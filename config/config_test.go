@@ -99,6 +99,7 @@ func TestBadFiles(t *testing.T) {
 		{"exec without command", "adapters:\n  bot:\n    type: exec\n", "adapters.bot.command: type exec needs a command", 2},
 		{"bad permissions", "adapters:\n  claude:\n    permissions: root\n", `adapters.claude.permissions: unknown permissions "root"`, 3},
 		{"bad remote url", "remotes:\n  origin:\n    url: ftp://x\n", `is not an http(s) URL`, 3},
+		{"bad repos glob", "remotes:\n  origin:\n    url: http://k\n    repos: [\"https://git.example.com/[team\"]\n", `remotes.origin.repos[0]: "https://git.example.com/[team" is not a glob`, 4},
 		{"sense unknown kind", "senses:\n  - name: s\n    kind: telepathy\n", `unknown kind "telepathy"`, 3},
 		{"khala sense unknown remote", "senses:\n  - name: s\n    kind: khala\n    remote: origin\n", `unknown remote "origin"`, 4},
 		{"reflex unknown sense", "reflexes:\n  - on: nothing\n    do: turn\n    adapter: claude\n", `unknown sense "nothing"`, 2},

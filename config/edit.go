@@ -21,6 +21,16 @@ func SetRemote(path, name, url string) error {
 		remotes := mappingAt(doc, "remotes", true)
 		entry := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{scalar("url"), scalar(url)}}
 		if i := keyIndex(remotes, name); i >= 0 {
+			// The remote's other settings (repos) are the owner's: only
+			// its url changes.
+			if v := remotes.Content[i+1]; v.Kind == yaml.MappingNode {
+				if j := keyIndex(v, "url"); j >= 0 {
+					v.Content[j+1] = scalar(url)
+				} else {
+					v.Content = append(v.Content, scalar("url"), scalar(url))
+				}
+				entry = v
+			}
 			remotes.Content[i+1] = entry
 		} else {
 			remotes.Content = append(remotes.Content, scalar(name), entry)

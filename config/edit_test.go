@@ -92,3 +92,28 @@ func TestEditRemovesAKilledWritersTempFile(t *testing.T) {
 		t.Fatalf("the killed writer's temp file is still there: %v", err)
 	}
 }
+
+// Setting a remote's url again keeps what else its owner set on it (the
+// repositories its daemon fetches).
+func TestSetRemoteKeepsRepos(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nerve.yaml")
+	if err := os.WriteFile(path, []byte("remotes:\n  origin:\n    url: http://127.0.0.1:1\n    repos: [\"https://git.example.com/team/*\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := config.SetRemote(path, "origin", "http://127.0.0.1:2"); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Dir(path)
+	cfg, err := config.Load(config.LoadOptions{File: path, Getenv: func(k string) string {
+		if k == "NERVE_HOME" {
+			return home
+		}
+		return ""
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Remotes["origin"]; r.URL != "http://127.0.0.1:2" || len(r.Repos) != 1 || r.Repos[0] != "https://git.example.com/team/*" {
+		t.Fatalf("remote after SetRemote: %+v", r)
+	}
+}

@@ -41,6 +41,10 @@ type Agent struct {
 // here: it lives in nerve.db or a 0600 file.
 type Remote struct {
 	URL string `yaml:"url" json:"url"`
+	// Repos are the git repositories (URL globs, path.Match: "*" stops at
+	// "/") this machine fetches for the remote's cloud threads. Empty: the
+	// repositories the remote's workflows declare, and no other.
+	Repos []string `yaml:"repos" json:"repos,omitempty"`
 }
 
 // Adapter is a named adapter instance: an override of a built-in adapter

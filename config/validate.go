@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -76,6 +77,11 @@ func Validate(cfg *Config, lines yamlfile.Lines) yamlfile.Errors {
 			v.add(p+".url", "is required")
 		} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			v.add(p+".url", "%q is not an http(s) URL", cfg.Remotes[name].URL)
+		}
+		for i, glob := range cfg.Remotes[name].Repos {
+			if _, err := path.Match(glob, ""); err != nil || glob == "" {
+				v.add(fmt.Sprintf("%s.repos[%d]", p, i), "%q is not a glob (path.Match: *, ?, [...])", glob)
+			}
 		}
 	}
 	if cfg.Daemon.MetricsAddr != "" {

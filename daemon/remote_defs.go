@@ -93,9 +93,18 @@ func (c *remoteDefs) release(thread string) {
 // remoteRole returns the role's definition, or nil when the workflow
 // cannot be read (then no structured output is extracted).
 func (d *Daemon) remoteRole(ctx context.Context, cl *remote.Client, remoteName string, t api.Turn) *workflow.Role {
+	if def := d.remoteDef(ctx, cl, remoteName, t); def != nil {
+		return def.Roles[t.Role]
+	}
+	return nil
+}
+
+// remoteDef returns the definition of t's thread, or nil when the
+// workflow cannot be read.
+func (d *Daemon) remoteDef(ctx context.Context, cl *remote.Client, remoteName string, t api.Turn) *workflow.Definition {
 	thread := historyKey(remoteName, t)
 	if def := d.rdefs.thread(thread); def != nil {
-		return def.Roles[t.Role]
+		return def
 	}
 	w, err := cl.Workflow(ctx, t.Workflow)
 	if err != nil {
@@ -111,5 +120,5 @@ func (d *Daemon) remoteRole(ctx context.Context, cl *remote.Client, remoteName s
 		}
 	}
 	d.rdefs.use(thread, key, def)
-	return def.Roles[t.Role]
+	return def
 }

@@ -95,6 +95,9 @@ func (r *runner) runRemoteTurn(remoteName string, t api.Turn, adapterName string
 	ctx, span := r.startRemoteSpan(ctx, cl.BaseURL, remoteName, t, adapterName)
 	hbDone := r.heartbeat(ctx, cancel, cl, t)
 	resp, ok := r.guard(remoteName, t, adapterName, func() (api.Response, bool) {
+		if why := r.d.repoRefusal(ctx, cl, remoteName, t); why != "" {
+			return r.refusedRepo(remoteName, t, adapterName, why), true
+		}
 		if t.Merge != nil {
 			return r.execMerge(ctx, remoteName, t)
 		}

@@ -14,7 +14,7 @@
 // GET /v1/health takes Authorization: Bearer TOKEN; errors are
 // {"error": {"code", "message"}}. Codes: bad_request, invalid_workflow,
 // invalid_input, invalid_answer (400); unauthorized (401); forbidden,
-// not_holder (403); not_found (404); method_not_allowed (405); name_taken,
+// not_holder (403); not_found (404); method_not_allowed (405); name_taken, branch_taken,
 // claim_lost, thread_ended, not_waiting (409); too_large (413); too_deep
 // (422); internal (500); unavailable, timeout (503). A 200 or
 // 201 is sent only after the change is committed (fsynced).

@@ -3,6 +3,9 @@ package khala
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/nerve-agents/nerve/khala/api"
@@ -61,6 +64,9 @@ func checkStartWorkspace(def *workflow.Definition, req api.StartWorkspace) (*wor
 		if err := workflow.CheckBranch(ws.Branch); err != nil {
 			return nil, badRequest("workspace.branch %q is not a branch name git accepts: %s", ws.Branch, err)
 		}
+		if err := checkOwnBranch(ws.Branch, req.Taken); err != nil {
+			return nil, err
+		}
 	}
 	ws.Head = ws.Base
 	return ws, nil
@@ -99,4 +105,26 @@ func movedHead(ws *workflow.Workspace, commit string) *workflow.Workspace {
 	moved := *ws
 	moved.Head = commit
 	return &moved
+}
+
+// codeBranchTaken is the 409 of a thread whose branch the shared remote
+// has already.
+const codeBranchTaken = "branch_taken"
+
+// checkOwnBranch refuses an explicit branch a thread cannot own. The
+// serving daemons push with the serving machines' credentials, so a
+// thread's branch lives under nerve/, where no branch of the remote's own
+// (main, a release) is; one the client says the remote has (taken) is
+// refused by name. Khala runs no git: a branch under nerve/ that the remote
+// has and the client did not say is refused by the daemons, which create
+// a thread's branch by its first push only (workspace.firstPush).
+func checkOwnBranch(branch string, taken []string) error {
+	if !strings.HasPrefix(branch, workflow.BranchNamespace) {
+		return badRequest("workspace.branch %q: a cloud thread's branch is under %s (e.g. %s%s); its serving agents push it with their own credentials, so it never names a branch of the repository's own",
+			branch, workflow.BranchNamespace, workflow.BranchNamespace, branch)
+	}
+	if slices.Contains(taken, branch) {
+		return &apiError{http.StatusConflict, codeBranchTaken, fmt.Sprintf("workspace.branch %q exists on the shared remote already (workspace.taken names it); a thread's branch is made by its first push: name another", branch)}
+	}
+	return nil
 }

@@ -63,6 +63,8 @@ func testWorkspaceThreads(t *testing.T, bk backend) {
 		{"branch space", map[string]any{"workspace": map[string]any{"base": commit0, "branch": "my branch"}}, "spaces"},
 		{"branch option", map[string]any{"workspace": map[string]any{"base": commit0, "branch": "-f"}}, "must not start with '-'"},
 		{"branch lock", map[string]any{"workspace": map[string]any{"base": commit0, "branch": "x.lock"}}, ".lock"},
+		{"branch main", map[string]any{"workspace": map[string]any{"base": commit0, "branch": "main"}}, `workspace.branch "main": a cloud thread's branch is under nerve/`},
+		{"branch outside nerve/", map[string]any{"workspace": map[string]any{"base": commit0, "branch": "release/1.2"}}, "under nerve/"},
 		{"repo relative", map[string]any{"workspace": map[string]any{"base": commit0, "repo": "."}}, "workspace.repo"},
 		{"repo password", map[string]any{"workspace": map[string]any{"base": commit0, "repo": "https://u:p@h/x.git"}}, "password"},
 	}
@@ -71,6 +73,11 @@ func testWorkspaceThreads(t *testing.T, bk backend) {
 		if status != 400 || errCode(data) != codeBadRequest || !strings.Contains(errMessage(data), tc.want) {
 			t.Errorf("%s: got %d %s, want 400 containing %q", tc.name, status, data, tc.want)
 		}
+	}
+	// A branch the client says the remote has is refused by name.
+	taken := map[string]any{"workspace": map[string]any{"base": commit0, "branch": "nerve/coded/mine", "taken": []string{"nerve/coded/mine"}}}
+	if status, data := a.do("POST", path, taken); status != 409 || errCode(data) != codeBranchTaken || !strings.Contains(errMessage(data), `"nerve/coded/mine" exists on the shared remote`) {
+		t.Errorf("a taken branch: got %d %s, want 409 %s naming it", status, data, codeBranchTaken)
 	}
 	claim := func() api.Turn {
 		t.Helper()
@@ -137,8 +144,8 @@ func testWorkspaceThreads(t *testing.T, bk backend) {
 
 	// A turn that changed nothing: the moderator refuses it.
 	var other startResponse
-	a.must("POST", path, map[string]any{"workspace": map[string]any{"base": commit0, "branch": "review/x", "repo": "git@git.example.com:team/app.git"}}, 201, &other)
-	if ws := a.thread(other.Thread).Workspace; ws.Branch != "review/x" || ws.Repo != "git@git.example.com:team/app.git" {
+	a.must("POST", path, map[string]any{"workspace": map[string]any{"base": commit0, "branch": "nerve/review/x", "repo": "git@git.example.com:team/app.git"}}, 201, &other)
+	if ws := a.thread(other.Thread).Workspace; ws.Branch != "nerve/review/x" || ws.Repo != "git@git.example.com:team/app.git" {
 		t.Fatalf("given branch and repo: %+v", ws)
 	}
 	tk = claim()

@@ -97,9 +97,6 @@ type Answer struct {
 // Workspaces prepare a turn's git worktree; *workspace.Manager is one.
 // The Tree they return publishes the turn's work (Tree.Finish).
 type Workspaces interface {
-	// Start creates a thread's branch at its base (for a cloud thread, on
-	// the shared remote), or fails with workspace.ErrBranchExists.
-	Start(ctx context.Context, ws workspace.Workspace) (workspace.Workspace, error)
 	Open(ctx context.Context, t workspace.Turn) (*workspace.Tree, error)
 }
 

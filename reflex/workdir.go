@@ -18,28 +18,14 @@ type Scratch interface {
 	Dir(key string, step int) (string, error)
 }
 
-// open prepares the turn's worktree. A cloud thread whose head is still
-// its base may not have its branch on the remote yet (Khala gives the
-// thread its number, so no one could create it before): it is created
-// first, and a branch already there is the usual case after the first
-// turn.
+// open prepares the turn's worktree. A cloud thread's branch is made by
+// its first push (Khala gives the thread its number, so no one could make
+// it before); Open refuses a branch the remote has before that.
 func (x *Executor) open(ctx context.Context, wt *workspace.Turn) (*workspace.Tree, error) {
 	if x.deps.Workspaces == nil {
 		return nil, errors.New("this daemon has no workspaces")
 	}
-	t := *wt
-	if t.Cloud && (t.Head == "" || t.Head == t.Base) {
-		ws, err := x.deps.Workspaces.Start(ctx, t.Workspace)
-		switch {
-		case err == nil:
-			t.Base, t.Head = ws.Base, ws.Head
-		case errors.Is(err, workspace.ErrBranchExists):
-			t.Head = t.Base
-		default:
-			return nil, err
-		}
-	}
-	return x.deps.Workspaces.Open(ctx, t)
+	return x.deps.Workspaces.Open(ctx, *wt)
 }
 
 // scratch makes the turn's scratch directory: its thread's, or its own.

@@ -47,10 +47,14 @@ const (
 	ErrorKindWorkspace = "workspace"
 )
 
+// BranchNamespace holds every cloud thread's branch: nerve's own, apart
+// from the branches of the repository's own.
+const BranchNamespace = "nerve/"
+
 // DefaultBranch is the branch a thread works on unless it is given one:
 // nerve/WORKFLOW/thread-N.
 func DefaultBranch(workflow, thread string) string {
-	return "nerve/" + workflow + "/" + thread
+	return BranchNamespace + workflow + "/" + thread
 }
 
 // MaxTakenBranches bounds the branches a start request may name as taken.

@@ -18,8 +18,8 @@ func TestCloudTwoMachines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := gitT(t, remote, "rev-parse", "refs/heads/"+ws.Branch); got != ws.Base {
-		t.Fatalf("Start did not create the branch on the remote: %s", got)
+	if got := branchAt(t, remote, ws.Branch); got != "" || ws.Head != ws.Base {
+		t.Fatalf("Start of a cloud thread made its branch on the remote (at %s), or its head %s is not its base %s", got, ws.Head, ws.Base)
 	}
 	key := "origin/code-review#thread-7"
 	head := ws.Head
@@ -113,7 +113,7 @@ func TestPushRefusedWhenRemoteMoved(t *testing.T) {
 	}
 	_, err = tr1.Finish(bg, "m1", "author, step 1: m1")
 	e := wantErr(t, err, ErrPushRefused, KindWorkspace)
-	if !strings.Contains(e.Msg, "refused") || !strings.Contains(e.Msg, "another agent pushed") {
+	if !strings.Contains(e.Msg, "refused") || !strings.Contains(e.Msg, "exists there already") {
 		t.Errorf("message: %s", e.Msg)
 	}
 	if got := gitT(t, remote, "rev-parse", "refs/heads/"+ws.Branch); got != first.Commit {

@@ -72,7 +72,7 @@ func TestKillMidTurn(t *testing.T) {
 			if st := gitT(t, tr.Dir, "status", "--porcelain", "-uall"); st != "" {
 				t.Errorf("worktree not clean after the restart:\n%s", st)
 			}
-			if got := gitT(t, repo, "rev-parse", "refs/heads/"+ws.Branch); got != ws.Head {
+			if got := branchAt(t, repo, ws.Branch); got != pushed(ws) {
 				t.Errorf("branch at %s; the half turn reached it (want %s)", got, ws.Head)
 			}
 			write(t, filepath.Join(tr.Dir, "whole.txt"), "whole\n")
@@ -117,7 +117,7 @@ func TestCrashWhilePublishing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := gitT(t, remote, "rev-parse", "refs/heads/"+ws.Branch); got != ws.Head {
+	if got := branchAt(t, remote, ws.Branch); got != pushed(ws) {
 		t.Errorf("remote branch at %s; want it back at %s", got, ws.Head)
 	}
 	if got := gitT(t, tr2.Dir, "rev-parse", "HEAD"); got != ws.Head {
@@ -157,7 +157,7 @@ func TestCrashAfterPublish(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := gitT(t, repo, "rev-parse", "refs/heads/"+ws.Branch); got != ws.Head {
+			if got := branchAt(t, repo, ws.Branch); got != pushed(ws) {
 				t.Fatalf("branch at %s after the rerun's Open; want the recorded head %s (not %s)", got, ws.Head, lost.Commit)
 			}
 			write(t, filepath.Join(tr.Dir, "second.txt"), "second run\n")

@@ -9,7 +9,11 @@
 // machine, and one per parallel turn). Every worktree is detached: the
 // thread branch moves only when a turn is published, by a compare-and-swap
 // (`git update-ref B NEW OLD`) for a local thread and by a push with a lease
-// on the head the turn started from for a cloud thread. Whatever an agent
+// on the head the turn started from for a cloud thread: on the branch's
+// absence for the thread's first push, which creates it, so a branch the
+// remote had before the thread pushed (its main, another thread's) is
+// never moved, and Open refuses it before the agent runs (ownbranch.go).
+// Whatever an agent
 // does inside its worktree, a half-finished turn never reaches the branch,
 // and a kill -9 leaves a worktree the next Open resets to the head the turn
 // starts from.
@@ -17,9 +21,10 @@
 // The calls, in the order a thread makes them:
 //
 //   - Start, once per thread: checks the branch name, resolves the base to
-//     a commit (refusing one the remote lacks) and creates the branch.
-//     Resolve does the checks alone, for a cloud thread whose number (and
-//     so its branch) Khala gives later: its first turn creates the branch.
+//     a commit (refusing one the remote lacks) and creates a local thread's
+//     branch. Resolve does the checks alone, for a cloud thread whose
+//     number (and so its branch) Khala gives later; a cloud thread's first
+//     push creates its branch.
 //   - Open before a turn: the worktree at the thread's head, its path for
 //     NERVE_WORKDIR.
 //   - Tree.Finish after the turn: commits what the agent left, counts the

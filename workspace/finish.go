@@ -179,11 +179,11 @@ func (tr *Tree) publish(ctx context.Context, res *Result) error {
 		if err := m.pushRef(ctx, tr.src, res.Ref, res.Commit); err != nil {
 			return err
 		}
-	} else if res.Commit != tr.Start || t.Head == "" {
+	} else if res.Commit != tr.Start || (t.Head == "" && !t.Cloud) {
 		if err := tr.save(statePublishing, res.Commit); err != nil {
 			return err
 		}
-		if err := m.moveBranch(ctx, tr.src, t.Branch, res.Commit, t.Head, tr.drop...); err != nil {
+		if err := m.moveBranch(ctx, tr.src, t.Branch, res.Commit, t.Workspace.lease(), tr.drop...); err != nil {
 			return err
 		}
 		tr.dropped = tr.src.cloud && len(tr.drop) > 0

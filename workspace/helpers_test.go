@@ -136,3 +136,22 @@ func wantErr(tb testing.TB, err, sentinel error, kind string) *Error {
 }
 
 var bg = context.Background()
+
+// branchAt is where branch is in repo, "" when it has none.
+func branchAt(tb testing.TB, repo, branch string) string {
+	tb.Helper()
+	out, err := gitE(repo, "for-each-ref", "--format=%(objectname)", "refs/heads/"+branch)
+	if err != nil {
+		tb.Fatalf("git for-each-ref: %v", err)
+	}
+	return out
+}
+
+// pushed is where ws's branch is as its thread recorded it: a cloud
+// thread that pushed nothing yet has none on the remote.
+func pushed(ws Workspace) string {
+	if ws.firstPush() {
+		return ""
+	}
+	return ws.Head
+}

@@ -26,6 +26,11 @@ func (m *Manager) MergeRound(ctx context.Context, t Turn, author string, turns [
 		}
 		switch at := m.resolve(ctx, src.dir, "refs/heads/"+t.Branch); {
 		case at == "" || at == t.Head:
+		case t.firstPush() && !m.mergedAny(ctx, src.dir, at, turns):
+			// The round's first push makes the branch: one there that
+			// merged none of the round's commits is not this thread's.
+			return Merged{}, wsErr(ErrBranchExists, fmt.Sprintf("branch %q exists in %s (at %s) and this thread did not create it: a thread's branch is made by its first push, so nothing was merged",
+				t.Branch, src.repo, short(at)))
 		case m.descends(ctx, src.dir, at, t.Head):
 			t.Head = at
 		default:
@@ -40,4 +45,15 @@ func (m *Manager) MergeRound(ctx context.Context, t Turn, author string, turns [
 func (m *Manager) descends(ctx context.Context, dir, commit, ancestor string) bool {
 	_, err := m.run(ctx, dir, nil, "merge-base", "--is-ancestor", "--end-of-options", ancestor, commit)
 	return err == nil
+}
+
+// mergedAny reports whether commit has any of turns' commits in its
+// history: a merge of this round got there.
+func (m *Manager) mergedAny(ctx context.Context, dir, commit string, turns []Parallel) bool {
+	for _, p := range turns {
+		if m.descends(ctx, dir, commit, p.Commit) {
+			return true
+		}
+	}
+	return false
 }

@@ -59,11 +59,12 @@ func TestMergeRoundAgain(t *testing.T) {
 		if clash {
 			continue
 		}
-		// Someone moved the branch to a commit off the round's head.
+		// Someone moved the branch to a commit off the round's head: the
+		// round was the thread's first push, so the branch is not its own.
 		other := gitT(t, remote, "commit-tree", "-m", "elsewhere", ws.Base+"^{tree}")
 		gitT(t, remote, "update-ref", "refs/heads/"+ws.Branch, other)
 		_, err = m2.MergeRound(bg, round, "m2", turns)
-		wantErr(t, err, ErrBranchMoved, KindWorkspace)
+		wantErr(t, err, ErrBranchExists, KindWorkspace)
 		if got := gitT(t, remote, "rev-parse", "refs/heads/"+ws.Branch); got != other {
 			t.Errorf("branch moved to %s by a refused merge", got)
 		}

@@ -56,7 +56,7 @@ func TestMergeParallelTurns(t *testing.T) {
 			if u := slices.Compact(slices.Sorted(slices.Values(dirs))); len(u) != 3 {
 				t.Errorf("parallel turns shared worktrees: %v", dirs)
 			}
-			if got := gitT(t, repo, "rev-parse", "refs/heads/"+ws.Branch); got != ws.Head {
+			if got := branchAt(t, repo, ws.Branch); got != pushed(ws) {
 				t.Fatalf("a parallel turn moved the branch to %s", got)
 			}
 

@@ -8,14 +8,18 @@ import (
 	"strings"
 )
 
-// Start begins a thread's workspace: Resolve, then the branch is created
-// at the base (for a cloud thread, by a push that fails if the remote has
-// the branch). The result has Base and Head set to that commit; the thread
-// records it.
+// Start begins a thread's workspace: Resolve, then a local thread's branch
+// is created at the base (a cloud thread's is made by its first push,
+// ownbranch.go). The result has Base and Head set to that commit; the
+// thread records it.
 func (m *Manager) Start(ctx context.Context, ws Workspace) (Workspace, error) {
 	src, ws, err := m.resolveBase(ctx, ws)
 	if err != nil {
 		return ws, err
+	}
+	if src.cloud {
+		ws.Head = ws.Base
+		return ws, nil
 	}
 	if err := m.moveBranch(ctx, src, ws.Branch, ws.Base, ""); err != nil {
 		if errors.Is(err, ErrBranchMoved) || errors.Is(err, ErrPushRefused) {
@@ -119,6 +123,7 @@ func (m *Manager) moveBranch(ctx context.Context, src source, branch, new, old s
 	if len(drop) > 0 {
 		args = append(args, "--atomic")
 	}
+	// new "" deletes the branch (a first push undone): ":ref".
 	args = append(args, "--force-with-lease="+ref+":"+old, "origin", new+":"+ref)
 	for _, r := range drop {
 		args = append(args, ":"+r)
@@ -137,7 +142,11 @@ func (m *Manager) moveBranch(ctx context.Context, src source, branch, new, old s
 		return remoteErr("push to", src.repo, err)
 	}
 	// The mirror now says what the remote says, without a fetch.
-	_, _ = m.run(ctx, src.dir, nil, "update-ref", ref, new)
+	if new == "" {
+		_, _ = m.run(ctx, src.dir, nil, "update-ref", "-d", ref)
+	} else {
+		_, _ = m.run(ctx, src.dir, nil, "update-ref", ref, new)
+	}
 	return nil
 }
 

@@ -99,7 +99,7 @@ func (m *Manager) Open(ctx context.Context, t Turn) (*Tree, error) {
 		old = nil
 	}
 	if old != nil && old.State == statePublishing {
-		if err := m.undoPublish(ctx, src, old, t.Head); err != nil {
+		if err := m.undoPublish(ctx, src, old, t.Workspace); err != nil {
 			return nil, err
 		}
 	} else if old != nil && old.State == stateIdle && old.Head != "" && old.Head != old.Start {
@@ -108,9 +108,12 @@ func (m *Manager) Open(ctx context.Context, t Turn) (*Tree, error) {
 		// and before the thread recorded it, and the turn runs again.
 		md := *old
 		md.Pending = old.Head
-		if err := m.undoPublish(ctx, src, &md, t.Head); err != nil {
+		if err := m.undoPublish(ctx, src, &md, t.Workspace); err != nil {
 			return nil, err
 		}
+	}
+	if err := m.checkOwnBranch(ctx, src, t.Workspace); err != nil {
+		return nil, err
 	}
 	// Whether the repository has start is known without asking when this
 	// worktree was there already, or the mirror was cloned just now (a
@@ -274,8 +277,8 @@ func readMeta(path string) (*treeMeta, error) {
 // turn: if the thread still starts from the old head and the branch is at
 // the unrecorded commit, the branch goes back (with a lease), since the
 // turn runs again.
-func (m *Manager) undoPublish(ctx context.Context, src source, md *treeMeta, head string) error {
-	if md.Step != 0 || md.Pending == "" || head != md.Start {
+func (m *Manager) undoPublish(ctx context.Context, src source, md *treeMeta, w Workspace) error {
+	if md.Step != 0 || md.Pending == "" || w.Head != md.Start {
 		return nil
 	}
 	if err := m.fetch(ctx, src); err != nil {
@@ -284,5 +287,9 @@ func (m *Manager) undoPublish(ctx context.Context, src source, md *treeMeta, hea
 	if m.resolve(ctx, src.dir, "refs/heads/"+md.Branch) != md.Pending {
 		return nil
 	}
-	return m.moveBranch(ctx, src, md.Branch, md.Start, md.Pending)
+	back := md.Start
+	if w.firstPush() {
+		back = "" // the thread's first push made the branch: it goes again
+	}
+	return m.moveBranch(ctx, src, md.Branch, back, md.Pending)
 }

@@ -238,13 +238,13 @@ func TestE2ECloudMergeKilledDaemon(t *testing.T) {
 	a := agentEnv(t, k, tok, "agent-a", mergeScript, "", 2)
 	b := agentEnv(t, k, tok, "agent-b", mergeScript, "", 2)
 	// Agent a's git holds on after it pushed the thread branch with a lease
-	// on a commit (only the merge does that in this thread before step 3:
-	// the branch is created with a lease on its absence): it is killed there.
+	// (only the merge does that in this thread before step 3: it is the
+	// round's first push, leased on the branch's absence): it is killed there.
 	hold := filepath.Join(a.home, "hold")
 	a.write("bin/git", fmt.Sprintf(`#!/bin/sh
 %[1]s "$@"
 rc=$?
-case "$*" in *force-with-lease=refs/heads/nerve/*:[0-9a-f]*)
+case "$*" in *force-with-lease=refs/heads/nerve/*)
   if [ $rc = 0 ] && [ -f %[2]s ]; then rm -f %[2]s; echo $$ > %[2]s.pid; exec sleep 300; fi;;
 esac
 exit $rc

@@ -17,6 +17,7 @@ import (
 // khalaServer runs `nerve khala serve` on a free loopback port.
 type khalaServer struct {
 	url, db string
+	pg      string // a PostgreSQL DSN: the server runs on it instead of db
 	cmd     *exec.Cmd
 }
 
@@ -35,7 +36,7 @@ func startKhala(t testing.TB) *khalaServer {
 func (s *khalaServer) start(t testing.TB) {
 	t.Helper()
 	dir := filepath.Dir(s.db)
-	s.cmd = exec.Command(nerveBin(t), "khala", "serve", "--addr", strings.TrimPrefix(s.url, "http://"), "--db", s.db)
+	s.cmd = exec.Command(nerveBin(t), "khala", "serve", "--addr", strings.TrimPrefix(s.url, "http://"), s.dbFlag(), s.dbArg())
 	s.cmd.Env = append(os.Environ(), "NERVE_HOME="+dir)
 	logf, _ := os.OpenFile(filepath.Join(dir, "khala.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
@@ -70,9 +71,23 @@ func (s *khalaServer) stop() {
 	}
 }
 
+func (s *khalaServer) dbFlag() string {
+	if s.pg != "" {
+		return "--postgres"
+	}
+	return "--db"
+}
+
+func (s *khalaServer) dbArg() string {
+	if s.pg != "" {
+		return s.pg
+	}
+	return s.db
+}
+
 func (s *khalaServer) enrollToken(t testing.TB, uses int) string {
 	t.Helper()
-	out, err := exec.Command(nerveBin(t), "khala", "enroll-token", "--db", s.db, "--uses", fmt.Sprint(uses)).Output()
+	out, err := exec.Command(nerveBin(t), "khala", "enroll-token", s.dbFlag(), s.dbArg(), "--uses", fmt.Sprint(uses)).Output()
 	if err != nil {
 		t.Fatalf("enroll-token: %v", err)
 	}

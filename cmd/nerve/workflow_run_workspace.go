@@ -186,6 +186,10 @@ func cloudWorkspace(ctx context.Context, f *Factory, c *remote.Client, opts *wor
 		if err := checkWorkspaceBranch(ctx, f, ws.Branch); err != nil {
 			return nil, err
 		}
+		if !strings.HasPrefix(ws.Branch, workflow.BranchNamespace) {
+			return nil, usageErrorf("name one under "+workflow.BranchNamespace+", e.g. --branch "+workflow.BranchNamespace+ws.Branch,
+				"--branch %s: a cloud thread's branch is under %s (its serving agents push it with their own credentials)", ws.Branch, workflow.BranchNamespace)
+		}
 	} else {
 		ws.Branch = workflow.DefaultBranch(name, "thread-check")
 	}
