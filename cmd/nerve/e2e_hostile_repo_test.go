@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -26,15 +27,23 @@ roles:
 `, shared)
 }
 
-// hostileAgent is agent e's daemon config with workspace: extra appended.
-func hostileAgent(t *testing.T, k *khalaServer, slots int, workspaceYAML string) *env {
+// hostileAgent is agent e's daemon config with workspace: extra appended,
+// allowed to fetch repos (remotes.origin.repos): the git calls themselves
+// are what these tests attack, not the allow-list that would refuse these
+// threads before any git call.
+func hostileAgent(t *testing.T, k *khalaServer, slots int, workspaceYAML string, repos ...string) *env {
 	tok := k.enrollToken(t, 1)
 	e := agentEnv(t, k, tok, "agent-a", `cd "$NERVE_WORKDIR" && echo "step $NERVE_STEP" >> work.txt && echo done`+"\n", "", slots)
 	cfg, err := os.ReadFile(filepath.Join(e.home, "nerve.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.write("nerve.yaml", string(cfg)+workspaceYAML)
+	list, _ := json.Marshal(repos)
+	allowed := strings.Replace(string(cfg), "origin: {url: ", "origin: {repos: "+string(list)+", url: ", 1)
+	if allowed == string(cfg) {
+		t.Fatalf("no remote origin to widen in:\n%s", cfg)
+	}
+	e.write("nerve.yaml", allowed+workspaceYAML)
 	return e
 }
 
@@ -85,7 +94,7 @@ func TestE2ETarpitRepoDoesNotFreezeDaemon(t *testing.T) {
 	git(t, seed, "clone", "-q", "--bare", seed, shared)
 	pit := httpTarpit(t)
 	k := startKhala(t)
-	a := hostileAgent(t, k, 2, "workspace: {fetch_timeout: 2s}\n")
+	a := hostileAgent(t, k, 2, "workspace: {fetch_timeout: 2s}\n", pit, shared)
 	a.must(0, "workflow", "push", a.write("hostile.yaml", hostileWorkflow(shared)), "origin")
 	a.must(0, "daemon", "start")
 	t.Logf("set up at %s", time.Now().Format(time.StampMilli))
@@ -139,21 +148,25 @@ func TestE2EExtRepoNeverRuns(t *testing.T) {
 	shared := filepath.Join(t.TempDir(), "shared.git")
 	git(t, seed, "clone", "-q", "--bare", seed, shared)
 	k := startKhala(t)
-	a := hostileAgent(t, k, 1, "")
+	marker := filepath.Join(t.TempDir(), "pwned")
+	ext := "ext::sh -c touch% " + marker
+	a := hostileAgent(t, k, 1, "", ext, shared)
 	home := t.TempDir()
 	if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[protocol]\n\tallow = always\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	a.extra = append(a.extra, "HOME="+home)
-	marker := filepath.Join(t.TempDir(), "pwned")
 	a.must(0, "workflow", "push", a.write("hostile.yaml", hostileWorkflow(shared)), "origin")
 	a.must(0, "daemon", "start")
 
-	id := wsxStart(t, k, a, "hostile", "ext::sh -c touch% "+marker, base)
+	id := wsxStart(t, k, a, "hostile", ext, base)
 	waitTrace(t, k, a, id, "turn.failed", 1)
 	msgs := threadMessages(t, k, a, id)
 	if len(msgs) != 1 || msgs[0].Error == nil || msgs[0].Error.Kind != "workspace" {
 		t.Fatalf("messages: %+v; want one failed turn of kind workspace", msgs)
+	}
+	if strings.Contains(msgs[0].Error.Message, "does not fetch") {
+		t.Fatalf("the allow-list refused the thread, so git's protocol pin went untried: %s", msgs[0].Error.Message)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatalf("the ext:: repository's command ran (error: %s)", msgs[0].Error.Message)
