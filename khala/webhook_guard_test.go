@@ -41,6 +41,19 @@ func testWebhookRefusedByDefault(t *testing.T, bk backend) {
 			t.Errorf("webhook %s: %d %s, want 400 naming %q", url, status, body, why)
 		}
 	}
+	// This machine's own addresses, beyond loopback (a container's
+	// 172.17.0.2, a host's LAN address), are refused too.
+	for _, ip := range ownAddrs() {
+		if ip.IsLoopback() || ip.IsLinkLocalUnicast() {
+			continue
+		}
+		url := "http://" + net.JoinHostPort(ip.String(), "7700") + "/x"
+		if status, body := a.do("POST", "/v1/workflows/pair/threads", map[string]any{"input": map[string]any{"turns": 0}, "webhook": url}); status != 400 || !strings.Contains(string(body), "this server's own address") {
+			t.Errorf("webhook %s: %d %s, want 400: it is this machine", url, status, body)
+		}
+	}
+	// turns 1: these threads do not end while the test runs, so nothing is
+	// posted off this machine.
 	for _, url := range []string{"http://10.1.2.3/hook", "http://192.168.7.7:9000/hook", "https://203.0.113.5/hook"} {
 		if status, body := a.do("POST", "/v1/workflows/pair/threads", map[string]any{"input": map[string]any{"turns": 1}, "webhook": url}); status != 201 {
 			t.Errorf("webhook %s: %d %s, want it accepted (private and public ranges stay allowed)", url, status, body)
