@@ -72,6 +72,9 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Daemon) handleStart(w http.ResponseWriter, r *http.Request) {
+	if d.refuseRemoteTurnStart(w, r) {
+		return
+	}
 	var req StartRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		writeError(w, http.StatusBadRequest, codeUsage, "malformed request: "+err.Error(), "")

@@ -289,7 +289,7 @@ func (s *Server) handleStartThread(w http.ResponseWriter, r *http.Request, a kha
 		s.fail(w, r, err)
 		return
 	}
-	if err := checkWebhook(req.Webhook); err != nil {
+	if err := s.checkWebhook(r.Context(), req.Webhook); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -362,14 +362,18 @@ func (s *Server) handleStartThread(w http.ResponseWriter, r *http.Request, a kha
 	writeJSON(w, http.StatusCreated, startResponse{Thread: th.ID, Workflow: th.Workflow, Status: th.Status, Result: th.Result, Error: th.Error})
 }
 
-// checkWebhook accepts an absolute http(s) URL, or none.
-func checkWebhook(s string) error {
-	if s == "" {
+// checkWebhook accepts an absolute http(s) URL to a destination the
+// operator allows (webhook_policy.go), or none.
+func (s *Server) checkWebhook(ctx context.Context, raw string) error {
+	if raw == "" {
 		return nil
 	}
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(s) > 2048 {
-		return badRequest("webhook %q: want an absolute http or https URL", s)
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(raw) > 2048 {
+		return badRequest("webhook %q: want an absolute http or https URL", raw)
+	}
+	if why := s.opts.WebhookAllow.checkTarget(ctx, u); why != "" {
+		return badRequest("webhook %s: refused, %s; the server's operator may allow it with 'nerve khala serve --webhook-allow'", u.Host, why)
 	}
 	return nil
 }

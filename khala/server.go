@@ -40,7 +40,12 @@ type Options struct {
 	// enrollment tokens while the server holds the database).
 	AdminToken khaladb.Hash
 
-	WebhookClient *http.Client
+	// WebhookAllow widens where webhooks may go (webhook_policy.go):
+	// by default not loopback, link-local or this machine's addresses.
+	WebhookAllow WebhookAllow
+	// WebhookTimeout bounds one delivery, from dial to the response's
+	// headers. Default 5s.
+	WebhookTimeout time.Duration
 	// WebhookBackoff is the wait before retry n (1-based). Default: 1s
 	// doubling, capped at 5m.
 	WebhookBackoff func(n int) time.Duration
@@ -72,6 +77,7 @@ type Server struct {
 	handoffs  handoffs   // long polls a new turn may be handed to
 	docs      threadDocs // moderator documents between a thread's turns
 	seen      lastSeen   // when agents last made requests here (seen.go)
+	webhooks  *http.Client
 }
 
 // New returns a Server; call Run for its background work.
@@ -91,8 +97,8 @@ func New(o Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if o.WebhookClient == nil {
-		o.WebhookClient = &http.Client{Timeout: 10 * time.Second, CheckRedirect: noRedirects}
+	if o.WebhookTimeout <= 0 {
+		o.WebhookTimeout = webhookResponseTimeout
 	}
 	if o.WebhookBackoff == nil {
 		o.WebhookBackoff = func(n int) time.Duration { return min(time.Second<<min(n-1, 20), 5*time.Minute) }
@@ -106,6 +112,7 @@ func New(o Options) *Server {
 	s := &Server{opts: o, store: o.Store, defs: newDefCache(o.Store), log: o.Logger, metrics: newMetrics(),
 		now: func() time.Time { return o.Now().UTC() }, closing: make(chan struct{})}
 	s.sweep = newSweeper(s)
+	s.webhooks = newWebhookClient(o.WebhookAllow, o.WebhookTimeout)
 	if s.opts.PersonAuth == nil {
 		s.opts.PersonAuth = s.PersonByToken
 	}

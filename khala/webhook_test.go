@@ -120,7 +120,7 @@ func testWebhookNeverBlocksQueue(t *testing.T, bk backend) {
 	}))
 	defer slow.Close()
 	defer close(release)
-	ts := bk.server(t, func(o *Options) { o.WebhookClient = &http.Client{Timeout: 30 * time.Second} })
+	ts := bk.server(t, func(o *Options) { o.WebhookTimeout = 30 * time.Second })
 	a := ts.agent("a")
 	a.putWorkflow(pairWF)
 	start := time.Now()

@@ -128,6 +128,17 @@ func (s *server) workflowRun(ctx context.Context, in WorkflowRunInput) (RunOutpu
 	if ref.Thread != "" {
 		return RunOutput{}, usagef("%s names a thread; workflow_run takes a workflow (follow a thread with thread_status)", in.Workflow)
 	}
+	// A remote turn's children are on its remote: a bare name is that
+	// remote's workflow, never this machine's (cmd/nerve's
+	// remoteTurnTarget; the daemon refuses such a local start too).
+	if turn, err := workflow.ParseRef(s.opts.Getenv("NERVE_THREAD")); err == nil && turn.Remote != "" && turn.Thread != "" {
+		switch {
+		case ref.Remote == "":
+			ref.Remote = turn.Remote
+		case ref.Remote != turn.Remote:
+			return RunOutput{}, usagef("a remote turn (%s) may not start a workflow on %s; its children run on its remote %s", turn, ref.Remote, turn.Remote)
+		}
+	}
 	wait := defaultRunWait
 	if in.TimeoutSeconds > 0 {
 		wait = min(time.Duration(in.TimeoutSeconds)*time.Second, maxRunWait)

@@ -69,3 +69,17 @@ func TestE2EKhalaDBMustExist(t *testing.T) {
 	e.must(0, "khala", "user", "list")
 	e.must(0, "khala", "user", "add", "alice", "--db", filepath.Join(e.home, "khala.db"))
 }
+
+// A --webhook-allow that is no CIDR, IP or host name is refused before the
+// server starts. (That the flag reaches the server: the webhook e2e tests
+// deliver to 127.0.0.1 only through it, TestE2EMCPRemoteTurnNotify.)
+func TestE2EKhalaWebhookAllowBad(t *testing.T) {
+	e := newEnv(t)
+	r := e.must(2, "khala", "serve", "--addr", "127.0.0.1:0", "--webhook-allow", "127.0.0.1", "--webhook-allow", "not a host!")
+	if !strings.HasPrefix(r.stderr, `nerve: --webhook-allow "not a host!": want a CIDR`) || !strings.Contains(r.stderr, "\nhint: e.g. --webhook-allow 127.0.0.1") {
+		t.Fatalf("want one line naming the entry and a hint:\n%s", r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(e.home, "khala.db")); !os.IsNotExist(err) {
+		t.Fatalf("a refused serve made the Khala database: %v", err)
+	}
+}

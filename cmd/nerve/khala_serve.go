@@ -39,6 +39,8 @@ type khalaServeOptions struct {
 	MaxBody  int64
 	MaxWait  time.Duration
 	MaxDepth int
+	// WebhookAllow widens where webhooks may go (CIDR, IP or host).
+	WebhookAllow []string
 }
 
 func newCmdKhalaServe(f *Factory, runF func(*khalaServeOptions) error) *cobra.Command {
@@ -62,7 +64,16 @@ the server runs: on bbolt the server writes FILE.admin beside the database
 that; on PostgreSQL the command writes the token to the database itself.
 
 SIGINT or SIGTERM shut it down gracefully: long polls end, requests in flight
-finish (at most --grace), the database is closed. A second signal exits at once.`,
+finish (at most --grace), the database is closed. A second signal exits at once.
+
+Webhooks (a thread's "webhook" URL) may not go to loopback, link-local
+(169.254.0.0/16, where cloud metadata lives; fe80::/10), multicast or this
+machine's own addresses: a thread creator must not reach through Khala what
+only the serving machine can. Such a URL is refused when the thread is
+created, and each delivery checks the address it dials. Private ranges
+(10/8, 172.16/12, 192.168/16) are allowed. --webhook-allow CIDR|IP|HOST
+(repeatable) allows more, e.g. --webhook-allow 127.0.0.1 for a receiver on
+this machine.`,
 		Example: `  nerve khala serve
   nerve khala serve --addr 0.0.0.0:7700 --db /srv/khala/khala.db
   NERVE_KHALA_POSTGRES=postgres://khala@db.internal/khala nerve khala serve --addr 0.0.0.0:7700 --pool-size 20`,
@@ -88,6 +99,7 @@ finish (at most --grace), the database is closed. A second signal exits at once.
 	cmd.Flags().DurationVar(&opts.Grace, "grace", 30*time.Second, "how long shutdown waits for requests in flight")
 	cmd.Flags().Int64Var(&opts.MaxBody, "max-body", 4<<20, "largest request body in bytes (larger: 413)")
 	cmd.Flags().DurationVar(&opts.MaxWait, "max-wait", 60*time.Second, "longest claim long poll")
+	cmd.Flags().StringArrayVar(&opts.WebhookAllow, "webhook-allow", nil, "also allow webhooks to this CIDR, IP or host name (repeatable; loopback, link-local and this machine are refused by default)")
 	cmd.Flags().IntVar(&opts.MaxDepth, "max-spawn-depth", workflow.DefaultMaxSpawnDepth, "how deep child threads may nest (a child of a top-level thread is at depth 1)")
 	return cmd
 }
@@ -159,6 +171,10 @@ func khalaServeRun(ctx context.Context, opts *khalaServeOptions) error {
 	case opts.PoolSize > 0 && opts.Postgres == "":
 		return usageErrorf("add --postgres DSN, or drop --pool-size", "--pool-size applies to a PostgreSQL database only")
 	}
+	allow, err := khala.ParseWebhookAllow(opts.WebhookAllow)
+	if err != nil {
+		return usageErrorf("e.g. --webhook-allow 127.0.0.1 or --webhook-allow hooks.internal", "--webhook-allow %v", err)
+	}
 	where := "db " + opts.DB
 	if opts.Postgres != "" {
 		where = "postgres " + khalapg.DisplayDSN(opts.Postgres)
@@ -181,7 +197,7 @@ func khalaServeRun(ctx context.Context, opts *khalaServeOptions) error {
 	err = khala.Serve(ctx, khala.ServeOptions{
 		Addr: opts.Addr, DB: opts.DB, Postgres: opts.Postgres, PoolSize: opts.PoolSize,
 		Version: currentVersion().Version, Logger: slog.New(logger), ShutdownGrace: opts.Grace,
-		Server: khala.Options{MaxBody: opts.MaxBody, MaxWait: opts.MaxWait, MaxSpawnDepth: opts.MaxDepth},
+		Server: khala.Options{MaxBody: opts.MaxBody, MaxWait: opts.MaxWait, MaxSpawnDepth: opts.MaxDepth, WebhookAllow: allow},
 		Ready: func(url string) {
 			fmt.Fprintf(opts.IO.Out, "khala listening on %s (%s)\n", url, where)
 			fmt.Fprintf(opts.IO.Out, "web console at %s/ (sign in with a token from 'nerve khala user add NAME')\n", url)

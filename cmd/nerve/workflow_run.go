@@ -121,6 +121,9 @@ func workflowRunRun(ctx context.Context, f *Factory, opts *workflowRunOptions) e
 		}
 		req.Workflow = ref.Workflow
 	}
+	if err := remoteTurnTarget(f, &ref, req.File); err != nil {
+		return err
+	}
 	if req.Workdir == "" && ref.Remote == "" {
 		req.Workdir, _ = os.Getwd()
 	}
@@ -266,4 +269,27 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// remoteTurnTarget keeps a remote turn's children on its remote (its
+// thread creator is not this machine's owner, and a local workflow's
+// adapter may run with full permissions): inside one ($NERVE_THREAD is
+// REMOTE/...), a bare name is a workflow of that remote, and a file or
+// another remote is refused. The daemon refuses a remote turn's local
+// start too, whatever the environment says.
+func remoteTurnTarget(f *Factory, ref *workflow.Ref, file string) error {
+	turn, err := workflow.ParseRef(f.Getenv("NERVE_THREAD"))
+	if err != nil || turn.Remote == "" || turn.Thread == "" {
+		return nil
+	}
+	hint := fmt.Sprintf("run a workflow of that remote by name: nerve workflow run %s", turn.Remote+"/NAME")
+	switch {
+	case file != "":
+		return usageErrorf(hint, "a remote turn (%s) may not run a local workflow file; its children run on its remote %s", turn, turn.Remote)
+	case ref.Remote == "":
+		ref.Remote = turn.Remote
+	case ref.Remote != turn.Remote:
+		return usageErrorf(hint, "a remote turn (%s) may not start a workflow on %s; its children run on its remote %s", turn, ref.Remote, turn.Remote)
+	}
+	return nil
 }
