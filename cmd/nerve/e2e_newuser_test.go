@@ -123,7 +123,7 @@ func TestE2EJSONShapes(t *testing.T) {
 	wantKeys(t, "daemon stop --json, not running", e.must(0, "daemon", "stop", "--json").stdout, "running", "pid", "home", "log", "already")
 	wantKeys(t, "daemon start --json", e.must(0, "daemon", "start", "--json").stdout, "running", "pid", "home", "log", "already")
 
-	wantKeys(t, "khala enroll-token --json", e.must(0, "khala", "enroll-token", "--ttl", "0", "--json").stdout, "token", "uses", "expires_at")
+	wantKeys(t, "khala enroll-token --json", e.must(0, "khala", "enroll-token", "--ttl", "0", "--json").stdout, "token", "uses", "expires_at", "scopes")
 
 	e.must(0, "remote", "add", "origin", "http://127.0.0.1:1")
 	wantKeys(t, "remote list --json", strings.Trim(strings.TrimSpace(e.must(0, "remote", "list", "--json").stdout), "[]"), "name", "url", "enrolled")

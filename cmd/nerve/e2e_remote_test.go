@@ -313,7 +313,7 @@ func TestE2EWorkflowListTokenRefused(t *testing.T) {
 	e.write("tokens/refused", "khala_agent_forged\n")
 	os.Chmod(filepath.Join(e.home, "tokens/refused"), 0o600)
 	r := e.must(0, "workflow", "list")
-	for _, want := range []string{"refused/    (token refused: unknown agent token)", "tokenless/  (no token: this machine holds none for tokenless)"} {
+	for _, want := range []string{"refused/    (token refused: unknown agent token (was the agent revoked?))", "tokenless/  (no token: this machine holds none for tokenless)"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Fatalf("workflow list lacks %q:\n%s", want, r)
 		}
@@ -324,7 +324,7 @@ func TestE2EWorkflowListTokenRefused(t *testing.T) {
 			t.Fatalf("workflow list lacks %q:\n%s", hint, r)
 		}
 	}
-	if r := e.must(0, "workflow", "list", "--json"); !strings.Contains(r.stdout, `"error":"token refused: unknown agent token"`) || strings.Contains(r.stdout, "unreachable") {
+	if r := e.must(0, "workflow", "list", "--json"); !strings.Contains(r.stdout, `"error":"token refused: unknown agent token (was the agent revoked?)"`) || strings.Contains(r.stdout, "unreachable") {
 		t.Fatalf("workflow list --json: %s", r)
 	}
 }
