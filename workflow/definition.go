@@ -95,9 +95,17 @@ type file struct {
 }
 
 var (
-	nameRE     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`) })
+	nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`) })
+	// memberRE is the rule of role and input names (workflow names follow
+	// it too, lowercase, as they name branches): they reach environment
+	// variables, prompts and file names, so a NUL, a line break or a
+	// leading dash in one breaks a turn long after the definition loads.
+	memberRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
 	inputTypes = []string{"string", "number", "integer", "boolean", "object", "array", "any"}
 )
+
+// memberRule says memberRE in words.
+const memberRule = "a name starts with a letter or digit, then letters, digits, '_', '.' or '-', at most 64 in all"
 
 // LoadFile reads and checks the definition at path.
 func LoadFile(path string) (*Definition, error) { return loadFile(path, parseOptions{}) }
@@ -160,7 +168,18 @@ func parse(path string, data []byte, readFile func(string) ([]byte, error), o pa
 		bad("workflow", "is required: the workflow's name")
 	case !nameRE().MatchString(d.Name):
 		bad("workflow", "name %q: use lowercase letters, digits, '-', '_' and '.'", d.Name)
+	case len(d.Name) > 64:
+		newRule("workflow", "name %q is %d characters long; at most 64", d.Name, len(d.Name))
 	}
+	checkNames := func(field string, names []string) {
+		for _, n := range names {
+			if !memberRE().MatchString(n) {
+				newRule(field, "name %q: %s", n, memberRule)
+			}
+		}
+	}
+	checkNames("roles", slices.Sorted(maps.Keys(d.Roles)))
+	checkNames("inputs", slices.Sorted(maps.Keys(d.Inputs)))
 	if d.Binding == "" {
 		d.Binding = BindingLocal
 	}

@@ -40,9 +40,13 @@ func (m *Moderator) Eval(ctx context.Context, s State) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, moderatorTimeout)
 	defer cancel()
 	doc := s.document()
-	out, err := m.expr.Eval(ctx, doc)
+	w := newEvalWatch(ctx)
+	out, err := m.expr.Eval(w, doc)
 	if err != nil {
-		return nil, m.locate(ctx, doc, err)
+		if w.over {
+			return nil, errEvalMemory
+		}
+		return nil, m.locate(w, doc, err)
 	}
 	// Plain maps, slices and nil, whatever gnata uses inside.
 	return gnata.NormalizeValue(out), nil
@@ -93,7 +97,10 @@ func Route(ctx context.Context, d *Definition, s State) (Decision, error) {
 		if ctx.Err() != nil {
 			return Decision{}, ctx.Err()
 		}
-		return Decision{}, &RoutingError{d.Name, "failed: " + oneLine(err.Error())}
+		return Decision{}, &RoutingError{d.Name, "failed: " + bounded(oneLine(err.Error()), maxFailBytes)}
+	}
+	if reason := checkOutput(out); reason != "" {
+		return Decision{}, &RoutingError{d.Name, reason}
 	}
 	dec, reason := decide(d, out)
 	if reason != "" {
@@ -122,6 +129,9 @@ func decide(d *Definition, out any) (Decision, string) {
 			s, _ := f.(string)
 			if strings.TrimSpace(s) == "" {
 				return Decision{}, fmt.Sprintf("returned fail: %s; fail must be a non-empty reason", short(f))
+			}
+			if len(s) > maxFailBytes {
+				return Decision{}, fmt.Sprintf("returned a fail reason of %d bytes, more than %d: %s", len(s), maxFailBytes, short(s))
 			}
 			return Decision{Fail: s}, ""
 		}
@@ -170,6 +180,9 @@ func turnOf(d *Definition, v map[string]any) (Turn, string) {
 		s, ok := x.(string)
 		if !ok {
 			return Turn{}, fmt.Sprintf("gave role %q an instruction that is %s, not a string", role, short(x))
+		}
+		if len(s) > maxInstructionBytes {
+			return Turn{}, fmt.Sprintf("gave role %q an instruction of %d KiB, more than %d KiB", role, len(s)>>10, maxInstructionBytes>>10)
 		}
 		instr = s
 	}

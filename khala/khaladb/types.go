@@ -284,3 +284,13 @@ func NewClaimID() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// Unreadable is what a listing shows for a stored thread whose record
+// cannot be decoded (one written before the moderator's output was
+// bounded, nested too deep to read back): the thread, failed, saying why,
+// so that one bad record fails that thread's own reads, never the list.
+// workflowName is "" where the backend keeps it only in the record.
+func Unreadable(id, workflowName string, err error) Thread {
+	return Thread{Thread: workflow.Thread{ID: id, Workflow: workflowName, Status: workflow.StatusFailed,
+		Error: "its stored record cannot be read: " + err.Error()}}
+}

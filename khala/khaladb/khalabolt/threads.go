@@ -116,7 +116,7 @@ func (b *Store) Threads(ctx context.Context, q khaladb.ThreadQuery) ([]khaladb.T
 			var t khaladb.Thread
 			if raw := threads.Get(threadKey(n)); raw != nil {
 				if err := decodeThread(raw, &t); err != nil {
-					return false, err
+					t = khaladb.Unreadable(khaladb.ThreadID(n), "", err)
 				}
 			}
 			if (q.Workflow == "" || t.Workflow == q.Workflow) && (q.Status == "" || t.Status == q.Status) {

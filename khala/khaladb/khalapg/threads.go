@@ -205,7 +205,7 @@ func (p *Store) Threads(ctx context.Context, q khaladb.ThreadQuery) ([]khaladb.T
 	if limit <= 0 {
 		limit = -1 // LIMIT NULL: all
 	}
-	rows, err := p.pool.Query(ctx, `SELECT version, record FROM khala_threads
+	rows, err := p.pool.Query(ctx, `SELECT n, workflow, version, record FROM khala_threads
 		WHERE ($1 = '' OR workflow = $1) AND ($2 = '' OR status = $2)
 		ORDER BY n DESC LIMIT NULLIF($3, -1)`, q.Workflow, q.Status, limit)
 	if err != nil {
@@ -213,13 +213,14 @@ func (p *Store) Threads(ctx context.Context, q khaladb.ThreadQuery) ([]khaladb.T
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (khaladb.Thread, error) {
 		var t khaladb.Thread
-		var version int64
+		var n, version int64
+		var wf string
 		var rec []byte
-		if err := r.Scan(&version, &rec); err != nil {
+		if err := r.Scan(&n, &wf, &version, &rec); err != nil {
 			return t, err
 		}
 		if err := json.Unmarshal(rec, &t); err != nil {
-			return t, fmt.Errorf("thread record: %w", err)
+			return khaladb.Unreadable(khaladb.ThreadID(uint64(n)), wf, fmt.Errorf("thread record: %w", err)), nil
 		}
 		t.Version = uint64(version)
 		return t, nil
