@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	yamlv3 "go.yaml.in/yaml/v3"
 )
 
 // readmeRunSections are the README's sections whose commands a new user
@@ -284,32 +282,6 @@ func (r *readmeRun) addConfig(b readmeBlock) {
 	if err := os.WriteFile(path, merged, 0o600); err != nil {
 		r.t.Fatal(err)
 	}
-}
-
-// mergeTopKeys is file with block's top-level keys in it, each replacing
-// the file's key of that name: a block that shows remotes replaces what
-// init wrote, as a person editing the file would.
-func mergeTopKeys(file, block []byte) ([]byte, error) {
-	var doc, add yamlv3.Node
-	if err := yamlv3.Unmarshal(file, &doc); err != nil {
-		return nil, err
-	}
-	if err := yamlv3.Unmarshal(block, &add); err != nil {
-		return nil, err
-	}
-	top, more := doc.Content[0], add.Content[0]
-	for i := 0; i+1 < len(more.Content); i += 2 {
-		replaced := false
-		for j := 0; j+1 < len(top.Content); j += 2 {
-			if top.Content[j].Value == more.Content[i].Value {
-				top.Content[j+1], replaced = more.Content[i+1], true
-			}
-		}
-		if !replaced {
-			top.Content = append(top.Content, more.Content[i], more.Content[i+1])
-		}
-	}
-	return yamlv3.Marshal(&doc)
 }
 
 // startKhala starts the queue host's server and waits until it answers;

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	yamlv3 "go.yaml.in/yaml/v3"
 )
 
 // readmeBlock is one fenced block of README.md: its language ("" for a
@@ -118,4 +120,30 @@ func TestShellCommands(t *testing.T) {
 		normaliseDemo("x (pid 4242, NERVE_HOME=/c)\nstep 1  author  answered in 1.5s (example)"); a != b {
 		t.Errorf("normaliseDemo: %q != %q", a, b)
 	}
+}
+
+// mergeTopKeys is file with block's top-level keys in it, each replacing
+// the file's key of that name: a block that shows remotes replaces what
+// init wrote, as a person editing the file would.
+func mergeTopKeys(file, block []byte) ([]byte, error) {
+	var doc, add yamlv3.Node
+	if err := yamlv3.Unmarshal(file, &doc); err != nil {
+		return nil, err
+	}
+	if err := yamlv3.Unmarshal(block, &add); err != nil {
+		return nil, err
+	}
+	top, more := doc.Content[0], add.Content[0]
+	for i := 0; i+1 < len(more.Content); i += 2 {
+		replaced := false
+		for j := 0; j+1 < len(top.Content); j += 2 {
+			if top.Content[j].Value == more.Content[i].Value {
+				top.Content[j+1], replaced = more.Content[i+1], true
+			}
+		}
+		if !replaced {
+			top.Content = append(top.Content, more.Content[i], more.Content[i+1])
+		}
+	}
+	return yamlv3.Marshal(&doc)
 }
