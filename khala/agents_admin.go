@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -12,8 +11,6 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/khala/khaladb"
-	"github.com/nerve-agents/nerve/khala/khaladb/khalabolt"
-	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
 )
 
 // Agents: `nerve khala agent list|revoke`, into a bbolt file whoever
@@ -66,40 +63,28 @@ func AgentsAt(ctx context.Context, db string, req AgentRequest) ([]AgentInfo, st
 	if _, err := os.Stat(filepath.Dir(db)); err != nil {
 		return nil, "", fmt.Errorf("no Khala database at %s: %w", db, err)
 	}
-	st, err := khalabolt.Open(db, 200*time.Millisecond)
-	if err == nil {
-		defer st.Close()
-		out, err := agentsDo(ctx, st, req)
-		return out, ViaDatabase, err
-	}
-	if !errors.Is(err, khaladb.ErrLocked) {
-		return nil, "", err
-	}
-	info, err := readAdminFile(AdminFile(db))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, "", fmt.Errorf("%s is held by another process but %s does not exist; is that process a nerve khala serve of this version?", db, AdminFile(db))
-	}
-	if err != nil {
-		return nil, "", err
-	}
 	var out []AgentInfo
-	if req.Action == "revoke" {
-		err = info.call(ctx, http.MethodDelete, "/v1/admin/agents/"+url.PathEscape(req.Name), nil, http.StatusOK, nil)
-	} else {
-		err = info.call(ctx, http.MethodGet, "/v1/agents", nil, http.StatusOK, &out)
-	}
-	return out, ViaServer, err
+	where, err := onBoltFile(db, func(st khaladb.Storage) (err error) {
+		out, err = agentsDo(ctx, st, req)
+		return err
+	}, func(info adminInfo) error {
+		if req.Action == "revoke" {
+			return info.call(ctx, http.MethodDelete, "/v1/admin/agents/"+url.PathEscape(req.Name), nil, http.StatusOK, nil)
+		}
+		return info.call(ctx, http.MethodGet, "/v1/agents", nil, http.StatusOK, &out)
+	})
+	return out, where, err
 }
 
 // AgentsInPostgres runs req on the PostgreSQL database dsn: a revoke
 // reaches every replica's cache through the database (khalapg).
 func AgentsInPostgres(ctx context.Context, dsn string, req AgentRequest) ([]AgentInfo, error) {
-	p, err := khalapg.Open(ctx, khalapg.Options{DSN: dsn, PoolSize: 1})
-	if err != nil {
-		return nil, err
-	}
-	defer p.Close()
-	return agentsDo(ctx, p, req)
+	var out []AgentInfo
+	err := onPostgres(ctx, dsn, func(st khaladb.Storage) (err error) {
+		out, err = agentsDo(ctx, st, req)
+		return err
+	})
+	return out, err
 }
 
 func (s *Server) handleAdminRevokeAgent(w http.ResponseWriter, r *http.Request, _ khaladb.Agent) {

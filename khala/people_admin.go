@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -12,8 +11,6 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/khala/khaladb"
-	"github.com/nerve-agents/nerve/khala/khaladb/khalabolt"
-	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -108,34 +105,25 @@ func UsersAt(ctx context.Context, db string, req UserRequest) ([]User, string, e
 	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
 		return nil, "", fmt.Errorf("create the database's directory: %w", err)
 	}
-	st, err := khalabolt.Open(db, 200*time.Millisecond)
-	if err == nil {
-		defer st.Close()
-		out, err := Users{Store: st, Now: time.Now}.do(ctx, req)
-		return out, ViaDatabase, err
-	}
-	if !errors.Is(err, khaladb.ErrLocked) {
-		return nil, "", err
-	}
-	info, err := readAdminFile(AdminFile(db))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, "", fmt.Errorf("%s is held by another process but %s does not exist; is that process a nerve khala serve of this version?", db, AdminFile(db))
-	}
-	if err != nil {
-		return nil, "", err
-	}
-	out, err := adminUsers(ctx, info, req)
-	return out, ViaServer, err
+	var out []User
+	where, err := onBoltFile(db, func(st khaladb.Storage) (err error) {
+		out, err = Users{Store: st, Now: time.Now}.do(ctx, req)
+		return err
+	}, func(info adminInfo) (err error) {
+		out, err = adminUsers(ctx, info, req)
+		return err
+	})
+	return out, where, err
 }
 
 // UsersInPostgres runs req on the PostgreSQL database dsn.
 func UsersInPostgres(ctx context.Context, dsn string, req UserRequest) ([]User, error) {
-	p, err := khalapg.Open(ctx, khalapg.Options{DSN: dsn, PoolSize: 1})
-	if err != nil {
-		return nil, err
-	}
-	defer p.Close()
-	return Users{Store: p, Now: time.Now}.do(ctx, req)
+	var out []User
+	err := onPostgres(ctx, dsn, func(st khaladb.Storage) (err error) {
+		out, err = Users{Store: st, Now: time.Now}.do(ctx, req)
+		return err
+	})
+	return out, err
 }
 
 func adminUsers(ctx context.Context, info adminInfo, req UserRequest) ([]User, error) {

@@ -7,17 +7,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
-
 	"github.com/nerve-agents/nerve/khala/khaladb"
-	"github.com/nerve-agents/nerve/khala/khaladb/khalabolt"
 )
 
 // Token prefixes say what a token is for, so a user who pastes the wrong
@@ -85,24 +81,15 @@ func IssueToken(ctx context.Context, db string, uses int, ttl time.Duration, sco
 	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
 		return EnrollTokenResponse{}, "", fmt.Errorf("create the database's directory: %w", err)
 	}
-	st, err := khalabolt.Open(db, 200*time.Millisecond)
-	if err == nil {
-		defer st.Close()
-		resp, err := IssueEnrollToken(ctx, st, uses, ttl, time.Now().UTC(), scopes...)
-		return resp, ViaDatabase, err
-	}
-	if !errors.Is(err, khaladb.ErrLocked) {
-		return EnrollTokenResponse{}, "", err
-	}
-	info, err := readAdminFile(AdminFile(db))
-	if errors.Is(err, fs.ErrNotExist) {
-		return EnrollTokenResponse{}, "", fmt.Errorf("%s is held by another process but %s does not exist; is that process a nerve khala serve of this version?", db, AdminFile(db))
-	}
-	if err != nil {
-		return EnrollTokenResponse{}, "", err
-	}
-	resp, err := adminIssue(ctx, info, uses, ttl, scopes)
-	return resp, ViaServer, err
+	var resp EnrollTokenResponse
+	where, err := onBoltFile(db, func(st khaladb.Storage) (err error) {
+		resp, err = IssueEnrollToken(ctx, st, uses, ttl, time.Now().UTC(), scopes...)
+		return err
+	}, func(info adminInfo) (err error) {
+		resp, err = adminIssue(ctx, info, uses, ttl, scopes)
+		return err
+	})
+	return resp, where, err
 }
 
 func adminIssue(ctx context.Context, info adminInfo, uses int, ttl time.Duration, scopes []string) (EnrollTokenResponse, error) {
@@ -119,12 +106,12 @@ func adminIssue(ctx context.Context, info adminInfo, uses int, ttl time.Duration
 // database dsn (migrating its schema first if need be): replicas hold no
 // lock on it, so no server is asked.
 func IssuePostgresToken(ctx context.Context, dsn string, uses int, ttl time.Duration, scopes ...string) (EnrollTokenResponse, error) {
-	p, err := khalapg.Open(ctx, khalapg.Options{DSN: dsn, PoolSize: 1})
-	if err != nil {
-		return EnrollTokenResponse{}, err
-	}
-	defer p.Close()
-	return IssueEnrollToken(ctx, p, uses, ttl, time.Now().UTC(), scopes...)
+	var resp EnrollTokenResponse
+	err := onPostgres(ctx, dsn, func(st khaladb.Storage) (err error) {
+		resp, err = IssueEnrollToken(ctx, st, uses, ttl, time.Now().UTC(), scopes...)
+		return err
+	})
+	return resp, err
 }
 
 // bearer returns the token of an Authorization: Bearer header, or "".
