@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nerve-agents/nerve/internal/tarpit"
 )
 
 // loopbackWebhooks lets the tests' receivers, on 127.0.0.1, hear from
@@ -100,32 +102,6 @@ func testWebhookDialRefused(t *testing.T, bk backend) {
 	}
 }
 
-// hungReceiver accepts connections and never answers.
-func hungReceiver(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				for _, c := range conns {
-					c.Close()
-				}
-				return
-			}
-			conns = append(conns, c)
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); <-done })
-	return "http://" + ln.Addr().String() + "/hook"
-}
-
 // Sixteen receivers that accept and never answer delay only their own
 // webhooks: another thread's webhook arrives within a second of its
 // event (p99 of samples spread over a delivery timeout and its retries).
@@ -139,7 +115,7 @@ func testWebhookHungReceivers(t *testing.T, bk backend) {
 	a.putWorkflow(pairWF)
 	for range 2 { // two deliveries to each: more than their slots' worth, retried
 		for range 16 {
-			a.start("pair", map[string]any{"turns": 0}, hungReceiver(t))
+			a.start("pair", map[string]any{"turns": 0}, "http://"+tarpit.Listen(t)+"/hook")
 		}
 	}
 	var got atomic.Int64

@@ -3,40 +3,14 @@ package workspace
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-)
 
-// tarpit is an HTTP "server" on loopback that accepts connections and
-// never answers; it returns a repository URL on it.
-func tarpit(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				for _, c := range conns {
-					c.Close()
-				}
-				return
-			}
-			conns = append(conns, c)
-		}
-	}()
-	tb.Cleanup(func() { ln.Close(); <-done })
-	return "http://" + ln.Addr().String() + "/repo.git"
-}
+	"github.com/nerve-agents/nerve/internal/tarpit"
+)
 
 // processesNaming lists the pids whose command line contains s.
 func processesNaming(s string) []string {
@@ -56,7 +30,7 @@ func processesNaming(s string) []string {
 // name it in the next minute fail at once instead of waiting a deadline
 // each.
 func TestCloneOfTarpitStopsAtDeadline(t *testing.T) {
-	url := tarpit(t)
+	url := "http://" + tarpit.Listen(t) + "/repo.git"
 	m := &Manager{Home: t.TempDir(), Deadlines: func() Deadlines { return Deadlines{Fetch: time.Second} }}
 	ws := Workspace{Repo: url, Cloud: true, Branch: "nerve/x/thread-1"}
 	start := time.Now()

@@ -3,12 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nerve-agents/nerve/internal/tarpit"
 )
 
 // End-to-end tests of threads whose repository is hostile: one that never
@@ -47,33 +48,6 @@ func hostileAgent(t *testing.T, k *khalaServer, slots int, workspaceYAML string,
 	return e
 }
 
-// httpTarpit accepts connections on loopback and never answers them.
-func httpTarpit(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var conns []net.Conn
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); <-done })
-	return "http://" + ln.Addr().String() + "/shared.git"
-}
-
 // threadMessages reads a thread's messages as agent e.
 func threadMessages(t *testing.T, k *khalaServer, e *env, id string) []mergeMsg {
 	var msgs []mergeMsg
@@ -92,7 +66,7 @@ func TestE2ETarpitRepoDoesNotFreezeDaemon(t *testing.T) {
 	base := git(t, seed, "rev-parse", "HEAD")
 	shared := filepath.Join(t.TempDir(), "shared.git")
 	git(t, seed, "clone", "-q", "--bare", seed, shared)
-	pit := httpTarpit(t)
+	pit := "http://" + tarpit.Listen(t) + "/shared.git"
 	k := startKhala(t)
 	a := hostileAgent(t, k, 2, "workspace: {fetch_timeout: 2s}\n", pit, shared)
 	a.must(0, "workflow", "push", a.write("hostile.yaml", hostileWorkflow(shared)), "origin")
