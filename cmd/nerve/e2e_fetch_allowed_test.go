@@ -27,15 +27,7 @@ func testDaemonFetchesOnlyAllowedRepos(t *testing.T, backend string) {
 	git(t, seed, "clone", "-q", "--bare", seed, private)
 	base := git(t, shared, "rev-parse", "main")
 
-	k := startKhalaOn(t, backend)
-	a := agentEnv(t, k, k.enrollToken(t, 1), "agent-a", treeScript, ", roles: [author, reviewer]", 1)
-	a.must(0, "workflow", "push", a.write("tree.yaml", treeWorkflow(shared)), "origin")
-	a.must(0, "daemon", "start")
-	token, err := os.ReadFile(filepath.Join(a.home, "tokens", "origin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent := khNewClient(k.url, strings.TrimSpace(string(token)))
+	k, a, agent := serveTree(t, backend, shared)
 	run := func(repo string) (string, []mergeMsg) {
 		t.Helper()
 		var started struct{ Thread string }

@@ -47,15 +47,7 @@ func testThreadCannotTakeABranch(t *testing.T, backend string) {
 	git(t, seed, "push", "-q", shared, "main:refs/heads/nerve/tree/squat")
 	base := git(t, shared, "rev-parse", "main")
 
-	k := startKhalaOn(t, backend)
-	a := agentEnv(t, k, k.enrollToken(t, 1), "agent-a", treeScript, ", roles: [author, reviewer]", 1)
-	a.must(0, "workflow", "push", a.write("tree.yaml", treeWorkflow(shared)), "origin")
-	a.must(0, "daemon", "start")
-	token, err := os.ReadFile(filepath.Join(a.home, "tokens", "origin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent := khNewClient(k.url, strings.TrimSpace(string(token)))
+	_, a, agent := serveTree(t, backend, shared)
 	start := func(ws map[string]any) (int, string) {
 		ws["base"] = base
 		status, body, err := agent.do("POST", "/v1/workflows/tree/threads", map[string]any{"workspace": ws})
@@ -114,4 +106,20 @@ func testThreadCannotTakeABranch(t *testing.T, backend string) {
 	if work, _ := filepath.Glob(filepath.Join(a.home, "worktrees", "*", "work.txt")); len(work) != 0 {
 		t.Fatalf("the agent ran: %v", work)
 	}
+}
+
+// serveTree starts a Khala on backend and agent-a's daemon serving the
+// tree workflow on shared, and returns a client with agent-a's token (for
+// what the API lets an agent do that the CLI would refuse).
+func serveTree(t *testing.T, backend, shared string) (*khalaServer, *env, *khClient) {
+	t.Helper()
+	k := startKhalaOn(t, backend)
+	a := agentEnv(t, k, k.enrollToken(t, 1), "agent-a", treeScript, ", roles: [author, reviewer]", 1)
+	a.must(0, "workflow", "push", a.write("tree.yaml", treeWorkflow(shared)), "origin")
+	a.must(0, "daemon", "start")
+	token, err := os.ReadFile(filepath.Join(a.home, "tokens", "origin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, a, khNewClient(k.url, strings.TrimSpace(string(token)))
 }
