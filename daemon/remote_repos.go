@@ -15,10 +15,19 @@ import (
 // would clone it, run an agent in it and push a branch into it with this
 // machine's credentials. A turn whose repository this machine does not
 // fetch (remotes.NAME.repos, default: the one its workflow declares) runs
-// nothing here: it is answered at once with error kind workspace, which
-// the thread's messages and trace show. Khala hands out turns before it
-// reads their threads' workspaces, so it cannot filter the claim; giving
-// the turn back instead would have this daemon claim it again at once.
+// nothing here. Each claim tells Khala what this machine fetches
+// (claimRepos), so Khala hands it no such turn; one that comes anyway
+// (from a Khala older than the filter, or a turn queued before its
+// upgrade) is answered at once with error kind workspace, which the
+// thread's messages and trace show: giving the turn back instead would
+// have this daemon claim it again at once.
+
+// claimRepos is what a claim on remote remoteName says this machine
+// fetches: the globs of remotes.NAME.repos, or, without any, the
+// repositories the threads' own workflows declare.
+func (d *Daemon) claimRepos(remoteName string) *api.RepoFilter {
+	return &api.RepoFilter{Globs: d.config().Remotes[remoteName].Repos}
+}
 
 // repoRefusal says why this machine does not fetch turn t's repository, or
 // "" when it does (or the turn has no workspace).

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/reflex"
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/sense"
@@ -49,6 +50,7 @@ func (d *Daemon) startSenses(cfg *config.Config) *senseSet {
 			}
 			k := sense.NewKhala(sc.Name, cl, d.capacity, sc.Workflows, sc.Roles, d.log)
 			k.Adapter, k.Gate = reflexes.TurnAdapter(sc.Name), d.gate
+			k.Repos = func() *api.RepoFilter { return d.claimRepos(sc.Remote) }
 			s = k
 		}
 		set.senses = append(set.senses, s)

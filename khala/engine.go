@@ -188,6 +188,7 @@ func queueTurns(def *workflow.Definition, c *khaladb.ThreadChange, turns []workf
 	for _, wt := range turns {
 		t := khaladb.Turn{ID: khaladb.TurnID(th.ID, wt.Step), Thread: th.ID, Workflow: def.Name, Step: wt.Step, Role: wt.Role,
 			Instruction: wt.Instruction, Attempt: 1, MaxAttempts: 1, FirstQueued: now, QueuedAt: now, Priority: th.Priority}
+		markRepo(&t, def, th)
 		ev := workflow.Event{At: now, Thread: th.ID, Step: t.Step, Role: t.Role, Turn: t.ID, Attempt: 1}
 		switch {
 		case wt.IsChild():

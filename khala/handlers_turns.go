@@ -42,8 +42,13 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, a khaladb.A
 		s.fail(w, r, badRequest("name at most %d workflows and %d roles", maxFilter, maxFilter))
 		return
 	}
+	repos, err := claimRepos(req.Repos)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	wait = min(wait, s.opts.MaxWait)
-	q := khaladb.ClaimQuery{Agent: a.Name, Max: max(req.Max, 1), Workflows: req.Workflows, Roles: req.Roles}
+	q := khaladb.ClaimQuery{Agent: a.Name, Max: max(req.Max, 1), Workflows: req.Workflows, Roles: req.Roles, Repos: repos}
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Now().Add(wait + s.opts.RequestTimeout))

@@ -177,5 +177,6 @@ func (r *reservation) settle(committed bool) {
 // takes reports whether a claim with q's filters may get t.
 func takes(q *khaladb.ClaimQuery, t *khaladb.Turn) bool {
 	return (len(q.Workflows) == 0 || slices.Contains(q.Workflows, t.Workflow)) &&
-		(len(q.Roles) == 0 || slices.Contains(q.Roles, t.Role) || t.Role == khaladb.MergeRole)
+		(len(q.Roles) == 0 || slices.Contains(q.Roles, t.Role) || t.Role == khaladb.MergeRole) &&
+		q.Repos.Admits(t.Repo, t.RepoDeclared)
 }

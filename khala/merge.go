@@ -74,6 +74,7 @@ func queueMerge(def *workflow.Definition, c *khaladb.ThreadChange, msgs []workfl
 		Instruction: fmt.Sprintf("merge steps %s into %s", strings.Join(steps, ", "), th.Workspace.Branch),
 		Attempt:     1, MaxAttempts: max(def.Limits.MaxAttempts, 1), Lease: def.Limits.Claim.D(), Idle: def.Limits.Idle.D(),
 		FirstQueued: now, QueuedAt: now, Priority: th.Priority}
+	markRepo(&t, def, th)
 	requeue(&t, now)
 	// Pending, as every open turn, so the thread's view holds it.
 	th.Pending = append(slices.Clone(th.Pending), workflow.Turn{Step: t.Step, Role: t.Role, Instruction: t.Instruction})

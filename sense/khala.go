@@ -34,6 +34,9 @@ type Khala struct {
 	// claimed. A nil Gate holds nothing back.
 	Adapter string
 	Gate    Gate
+	// Repos, when set, says per claim which repositories this machine
+	// fetches, so Khala hands it no turn it would refuse (nil: any).
+	Repos func() *api.RepoFilter
 }
 
 // Gate says whether an adapter may start turns now (*reflex.Gate is one).
@@ -72,7 +75,11 @@ func (s *Khala) Run(ctx context.Context, emit func(reflex.Signal)) error {
 			s.capacity.Release(n) // held back while waiting for a slot
 			continue
 		}
-		turns, err := s.client.Claim(ctx, api.ClaimRequest{Max: n, Workflows: s.workflows, Roles: s.roles}, pollWait)
+		req := api.ClaimRequest{Max: n, Workflows: s.workflows, Roles: s.roles}
+		if s.Repos != nil {
+			req.Repos = s.Repos()
+		}
+		turns, err := s.client.Claim(ctx, req, pollWait)
 		s.capacity.Release(n - len(turns))
 		if err != nil {
 			if ctx.Err() != nil {

@@ -9,12 +9,13 @@ import (
 	"time"
 )
 
-// The serving machine decides what it fetches: a thread started through
-// the raw API naming a file:// repository on the serving machine that its
-// workflow does not declare is answered with error kind workspace, and
-// nothing is cloned, run or pushed; a thread on the declared repository
-// runs; and remotes.origin.repos lets the owner allow more. On both
-// backends.
+// The serving machine decides what it fetches, and Khala hands it only
+// what it fetches: a thread started through the raw API naming a file://
+// repository on the serving machine that its workflow does not declare is
+// not claimed by that machine (its turn stays queued, nothing is cloned,
+// run or pushed) while a thread on the declared repository runs; once the
+// owner allows more with remotes.origin.repos, the waiting thread is
+// claimed and runs. On both backends.
 func TestE2EDaemonFetchesOnlyAllowedRepos(t *testing.T) {
 	eachKhalaBackend(t, testDaemonFetchesOnlyAllowedRepos)
 }
@@ -28,43 +29,53 @@ func testDaemonFetchesOnlyAllowedRepos(t *testing.T, backend string) {
 	base := git(t, shared, "rev-parse", "main")
 
 	k, a, agent := serveTree(t, backend, shared)
-	run := func(repo string) (string, []mergeMsg) {
+	start := func(repo string) string {
 		t.Helper()
 		var started struct{ Thread string }
 		agent.must(t, "POST", "/v1/workflows/tree/threads", map[string]any{"workspace": map[string]any{"repo": repo, "base": base}}, 201, &started)
+		return started.Thread
+	}
+	wait := func(thread string) (string, []mergeMsg) {
+		t.Helper()
 		var th struct{ Status string }
 		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			if agent.must(t, "GET", "/v1/threads/"+started.Thread, nil, 200, &th); th.Status != "running" {
+			if agent.must(t, "GET", "/v1/threads/"+thread, nil, 200, &th); th.Status != "running" {
 				break
 			}
 		}
 		var msgs []mergeMsg
-		agent.must(t, "GET", "/v1/threads/"+started.Thread+"/messages", nil, 200, &msgs)
+		agent.must(t, "GET", "/v1/threads/"+thread+"/messages", nil, 200, &msgs)
 		return th.Status, msgs
 	}
 
-	status, msgs := run("file://" + private)
-	if status == "running" || len(msgs) == 0 || msgs[0].Error == nil || msgs[0].Error.Kind != "workspace" ||
-		!strings.Contains(msgs[0].Error.Message, "agent agent-a does not fetch repository file://"+private) {
-		b, _ := json.Marshal(msgs)
-		t.Fatalf("a private repository's thread: %s %s; want its turn refused, kind workspace", status, b)
+	// The private repository's thread first, so the daemon's claims meet
+	// it before the declared one's.
+	privateThread := start("file://" + private)
+	if status, msgs := wait(start(shared)); status != "completed" || len(msgs) < 1 || msgs[0].Error != nil || msgs[0].Commit == "" {
+		t.Fatalf("the declared repository's thread: %s %+v", status, msgs)
+	}
+	var events []struct{ Type, Agent string }
+	agent.must(t, "GET", "/v1/threads/"+privateThread+"/trace", nil, 200, &events)
+	for _, e := range events {
+		if e.Type == "turn.started" {
+			t.Fatalf("agent %s claimed the private repository's turn: %+v", e.Agent, events)
+		}
+	}
+	var th struct{ Status string }
+	var msgs []mergeMsg
+	agent.must(t, "GET", "/v1/threads/"+privateThread, nil, 200, &th)
+	agent.must(t, "GET", "/v1/threads/"+privateThread+"/messages", nil, 200, &msgs)
+	if th.Status != "running" || len(msgs) != 0 {
+		t.Fatalf("the private repository's thread: %s %+v; want it running, its turn unclaimed", th.Status, msgs)
 	}
 	if refs := git(t, private, "for-each-ref", "--format=%(refname)"); refs != "refs/heads/main" {
 		t.Fatalf("the private repository got refs:\n%s", refs)
 	}
-	if mirrors, _ := os.ReadDir(filepath.Join(a.home, "repos")); len(mirrors) != 0 {
-		t.Fatalf("the private repository was cloned: %v", mirrors) // the first thread: no mirror before it
-	}
-	if work, _ := filepath.Glob(filepath.Join(a.home, "worktrees", "*", "work.txt")); len(work) != 0 {
-		t.Fatalf("the agent ran: %v", work)
+	if mirrors, _ := filepath.Glob(filepath.Join(a.home, "repos", "*private*")); len(mirrors) != 0 {
+		t.Fatalf("the private repository was cloned: %v", mirrors)
 	}
 
-	// The declared repository is served.
-	if status, msgs := run(shared); status != "completed" || len(msgs) < 1 || msgs[0].Error != nil || msgs[0].Commit == "" {
-		t.Fatalf("the declared repository's thread: %s %+v", status, msgs)
-	}
-
-	// The owner allows more: the private repository is served too.
+	// The owner allows more: the waiting thread is claimed and served.
 	a.must(0, "daemon", "stop")
 	y, err := os.ReadFile(filepath.Join(a.home, "nerve.yaml"))
 	if err != nil {
@@ -76,7 +87,8 @@ func testDaemonFetchesOnlyAllowedRepos(t *testing.T, backend string) {
 	}
 	a.write("nerve.yaml", allow)
 	a.must(0, "daemon", "start")
-	if status, msgs := run("file://" + private); status != "completed" || len(msgs) < 1 || msgs[0].Error != nil || msgs[0].Commit == "" {
-		t.Fatalf("an allowed private repository's thread: %s %+v", status, msgs)
+	if status, msgs := wait(privateThread); status != "completed" || len(msgs) < 1 || msgs[0].Error != nil || msgs[0].Commit == "" {
+		b, _ := json.Marshal(msgs)
+		t.Fatalf("an allowed private repository's thread: %s %s", status, b)
 	}
 }

@@ -18,6 +18,17 @@ type ClaimRequest struct {
 	Wait      Wait     `json:"wait"`
 	Workflows []string `json:"workflows,omitempty"`
 	Roles     []string `json:"roles,omitempty"`
+	// Repos is what repositories the claiming machine fetches (nil: any,
+	// as before machines said): Khala hands it no turn of a thread whose
+	// workspace repository it would refuse.
+	Repos *RepoFilter `json:"repos,omitempty"`
+}
+
+// RepoFilter names the repositories a claiming machine fetches: those
+// matching one of Globs (path.Match), or, without globs, those the
+// threads' own workflows declare.
+type RepoFilter struct {
+	Globs []string `json:"globs,omitempty"`
 }
 
 // Wait is a long poll's wait: "30s" on the wire, or a number of seconds.

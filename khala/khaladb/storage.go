@@ -3,6 +3,8 @@ package khaladb
 import (
 	"context"
 	"errors"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/nerve-agents/nerve/internal/usage"
@@ -182,7 +184,42 @@ type ClaimQuery struct {
 	Max       int
 	Workflows []string // empty: any
 	Roles     []string // empty: any
+	Repos     *RepoFilter
 	Now       time.Time
+}
+
+// RepoFilter is what repositories a claiming agent fetches (nil: any).
+// A turn without a workspace passes; one with passes when its repository
+// matches one of Globs (path.Match), or, with no Globs, when its
+// workflow declares that repository (Turn.RepoDeclared). A serving
+// machine so never claims a thread it would refuse to fetch.
+type RepoFilter struct {
+	Globs []string
+}
+
+// Admits reports whether a claim with f may get a turn of repository repo
+// (declared: the workflow declares it).
+func (f *RepoFilter) Admits(repo string, declared bool) bool {
+	if f == nil || repo == "" {
+		return true
+	}
+	if len(f.Globs) == 0 {
+		return declared
+	}
+	for _, g := range f.Globs {
+		if ok, _ := path.Match(g, repo); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Key is the filter as one string, for claims that must share it.
+func (f *RepoFilter) Key() string {
+	if f == nil {
+		return "*"
+	}
+	return "=" + strings.Join(f.Globs, "\x00")
 }
 
 // Due kinds.

@@ -146,6 +146,11 @@ type Turn struct {
 	Agent       string        `json:"agent,omitempty"`
 	// Priority is its thread's: claims take higher priority first.
 	Priority int `json:"priority,omitempty"`
+	// Repo is its thread's workspace repository ("" without one), and
+	// RepoDeclared whether the thread's workflow declares that very
+	// repository: what a claim's Repos filter matches (ClaimQuery).
+	Repo         string `json:"repo,omitempty"`
+	RepoDeclared bool   `json:"repo_declared,omitempty"`
 	// FirstQueued orders the queue within a priority: a re-queued turn
 	// keeps its place.
 	FirstQueued  time.Time `json:"first_queued"`

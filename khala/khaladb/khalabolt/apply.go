@@ -193,7 +193,7 @@ func (b *Store) apply(tx *bolt.Tx, e *encodedChange, version uint64, wasRunning 
 	for i := range c.Turns {
 		h := headOf(&c.Turns[i])
 		h.Rev++
-		if err := putTurn(tx, n, c.Turns[i].Step, olds[i], h, e.bodies[i], c.Turns[i].Workflow, c.Turns[i].Role); err != nil {
+		if err := putTurn(tx, n, c.Turns[i].Step, olds[i], h, e.bodies[i], queueValue(&c.Turns[i])); err != nil {
 			return false, err
 		}
 	}
@@ -236,8 +236,9 @@ func reserveChildren(tx *bolt.Tx, turns []khaladb.Turn) error {
 }
 
 // putTurn stores a turn and moves its index entries from old's state
-// (nil: a new turn) to h's.
-func putTurn(tx *bolt.Tx, n uint64, step int, old *turnHead, h turnHead, body []byte, wf, role string) error {
+// (nil: a new turn) to h's; queued is its queue entry's value, which a
+// turn that stays out of the queue does not need.
+func putTurn(tx *bolt.Tx, n uint64, step int, old *turnHead, h turnHead, body []byte, queued []byte) error {
 	ix := tx.Bucket(bIndex)
 	if old != nil {
 		for _, k := range turnIndex(n, step, *old) {
@@ -250,7 +251,7 @@ func putTurn(tx *bolt.Tx, n uint64, step int, old *turnHead, h turnHead, body []
 		v := []byte(nil)
 		switch k[0] {
 		case ixQueue:
-			v = []byte(wf + "\x00" + role)
+			v = queued
 		case ixLease:
 			v = []byte(h.Claim)
 		}

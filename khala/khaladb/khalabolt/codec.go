@@ -49,6 +49,8 @@ type turnBody struct {
 	MaxAttempts int           `json:"max_attempts"`
 	Idle        time.Duration `json:"idle,omitempty"`
 	Child       string        `json:"child,omitempty"`
+	Repo        string        `json:"repo,omitempty"`
+	Declared    bool          `json:"repo_declared,omitempty"`
 }
 
 // Turn head formats: 2 added the priority; a format 1 head (written
@@ -76,7 +78,8 @@ func headOf(t *khaladb.Turn) turnHead {
 // which no one is served any more.
 func encodeTurnBody(t *khaladb.Turn) ([]byte, error) {
 	b := turnBody{ID: t.ID, Thread: t.Thread, Workflow: t.Workflow, Step: t.Step, Role: t.Role,
-		Instruction: t.Instruction, Prompt: t.Prompt, MaxAttempts: t.MaxAttempts, Idle: t.Idle, Child: t.Child}
+		Instruction: t.Instruction, Prompt: t.Prompt, MaxAttempts: t.MaxAttempts, Idle: t.Idle, Child: t.Child,
+		Repo: t.Repo, Declared: t.RepoDeclared}
 	if !t.Open() {
 		b.Prompt = ""
 	}
@@ -151,7 +154,8 @@ func decodeTurn(v []byte) (khaladb.Turn, error) {
 	return khaladb.Turn{ID: b.ID, Thread: b.Thread, Workflow: b.Workflow, Step: b.Step, Role: b.Role, Instruction: b.Instruction,
 		Prompt: b.Prompt, State: h.State, Attempt: h.Attempt, MaxAttempts: b.MaxAttempts, Lease: h.Lease, Idle: b.Idle,
 		Claim: h.Claim, Agent: h.Agent, FirstQueued: h.FirstQueued, QueuedAt: h.QueuedAt, ClaimedAt: h.ClaimedAt,
-		LeaseExpires: h.LeaseExpires, IdleAt: h.IdleAt, Rev: h.Rev, Child: b.Child, Priority: h.Priority}, nil
+		LeaseExpires: h.LeaseExpires, IdleAt: h.IdleAt, Rev: h.Rev, Child: b.Child, Priority: h.Priority,
+		Repo: b.Repo, RepoDeclared: b.Declared}, nil
 }
 
 // threadValue is a stored thread: its version, then its JSON.

@@ -52,13 +52,13 @@ func (b *Store) Claim(ctx context.Context, q khaladb.ClaimQuery) ([]khaladb.Turn
 			h.State, h.Claim, h.Agent = khaladb.TurnClaimed, khaladb.NewClaimID(), q.Agent
 			h.ClaimedAt, h.LeaseExpires, h.IdleAt = q.Now, q.Now.Add(h.Lease), time.Time{}
 			h.Rev++
-			_, role, _ := bytes.Cut(tx.Bucket(bIndex).Get(k), []byte{0})
-			if err := putTurn(tx, n, step, &old, h, body, "", ""); err != nil {
+			role := parseQueueValue(tx.Bucket(bIndex).Get(k)).role
+			if err := putTurn(tx, n, step, &old, h, body, nil); err != nil {
 				return err
 			}
 			id := khaladb.ThreadID(n)
 			ev := workflow.Event{At: q.Now, Type: workflow.EventTurnStarted, Thread: id, Step: step,
-				Role: string(role), Agent: h.Agent, Turn: khaladb.TurnID(id, step), Claim: h.Claim, Attempt: h.Attempt}
+				Role: role, Agent: h.Agent, Turn: khaladb.TurnID(id, step), Claim: h.Claim, Attempt: h.Attempt}
 			data, err := json.Marshal(ev)
 			if err != nil {
 				return err
@@ -91,12 +91,15 @@ func matchQueue(tx *bolt.Tx, q khaladb.ClaimQuery, max int) [][]byte {
 	var keys [][]byte
 	c := tx.Bucket(bIndex).Cursor()
 	for k, v := c.Seek([]byte{ixQueue}); k != nil && k[0] == ixQueue && len(keys) < max; k, v = c.Next() {
-		wf, role, _ := bytes.Cut(v, []byte{0})
-		if len(q.Workflows) > 0 && !slices.Contains(q.Workflows, string(wf)) {
+		e := parseQueueValue(v)
+		if len(q.Workflows) > 0 && !slices.Contains(q.Workflows, e.workflow) {
 			continue
 		}
 		// A merge turn is any serving agent's, whatever roles it plays.
-		if len(q.Roles) > 0 && string(role) != khaladb.MergeRole && !slices.Contains(q.Roles, string(role)) {
+		if len(q.Roles) > 0 && e.role != khaladb.MergeRole && !slices.Contains(q.Roles, e.role) {
+			continue
+		}
+		if !q.Repos.Admits(e.repo, e.declared) {
 			continue
 		}
 		keys = append(keys, slices.Clone(k))
@@ -166,7 +169,7 @@ func heartbeat(tx *bolt.Tx, n uint64, step int, claim, agent string, now time.Ti
 	old := h
 	h.LeaseExpires = expires
 	h.Rev++
-	if err := putTurn(tx, n, step, &old, h, body, "", ""); err != nil {
+	if err := putTurn(tx, n, step, &old, h, body, nil); err != nil {
 		return nil, false, err
 	}
 	return turnValue(h, body), false, nil

@@ -20,7 +20,7 @@ import (
 
 // turnCols are a turn's columns in the order scanTurn reads them.
 const turnCols = `thread, step, workflow, role, state, rev, attempt, max_attempts, lease, idle, claim, agent,
-	first_queued, queued_at, claimed_at, lease_expires, idle_at, instruction, prompt, child, priority`
+	first_queued, queued_at, claimed_at, lease_expires, idle_at, instruction, prompt, child, priority, repo, repo_declared`
 
 func scanTurn(row pgx.Row) (khaladb.Turn, error) {
 	var (
@@ -28,7 +28,8 @@ func scanTurn(row pgx.Row) (khaladb.Turn, error) {
 		n, rev, lease, idle, fq, qa, ca, le, ia int64
 	)
 	err := row.Scan(&n, &t.Step, &t.Workflow, &t.Role, &t.State, &rev, &t.Attempt, &t.MaxAttempts, &lease, &idle,
-		&t.Claim, &t.Agent, &fq, &qa, &ca, &le, &ia, &t.Instruction, &t.Prompt, &t.Child, &t.Priority)
+		&t.Claim, &t.Agent, &fq, &qa, &ca, &le, &ia, &t.Instruction, &t.Prompt, &t.Child, &t.Priority,
+		&t.Repo, &t.RepoDeclared)
 	if err != nil {
 		return t, err
 	}
@@ -248,7 +249,7 @@ func turnsUpsertCTE(rows string) string {
 		idle = EXCLUDED.idle, claim = EXCLUDED.claim, agent = EXCLUDED.agent, first_queued = EXCLUDED.first_queued,
 		queued_at = EXCLUDED.queued_at, claimed_at = EXCLUDED.claimed_at, lease_expires = EXCLUDED.lease_expires,
 		idle_at = EXCLUDED.idle_at, instruction = EXCLUDED.instruction, prompt = EXCLUDED.prompt, child = EXCLUDED.child,
-		priority = EXCLUDED.priority
+		priority = EXCLUDED.priority, repo = EXCLUDED.repo, repo_declared = EXCLUDED.repo_declared
 	WHERE k.rev = EXCLUDED.rev - 1
 	RETURNING 1)`
 }
@@ -257,7 +258,7 @@ func turnsUpsertCTE(rows string) string {
 func turnArgs(args func(casts ...string) string) string {
 	return args("::text[]", "::text[]", "::text[]", "::bigint[]", "::int[]", "::int[]", "::bigint[]", "::bigint[]",
 		"::text[]", "::text[]", "::bigint[]", "::bigint[]", "::bigint[]", "::bigint[]", "::bigint[]", "::text[]", "::text[]",
-		"::text[]", "::int[]")
+		"::text[]", "::int[]", "::text[]", "::bool[]")
 }
 
 // eventArgs are the placeholders of eventArrays' columns.
@@ -279,6 +280,7 @@ func turnSteps(ts []khaladb.Turn) []int32 {
 func turnArrays(ts []khaladb.Turn) []any {
 	k := len(ts)
 	tAttempt, tMax, tPrio := make([]int32, k), make([]int32, k), make([]int32, k)
+	tRepo, tDeclared := make([]string, k), make([]bool, k)
 	tWf, tRole, tState, tClaim, tAgent, tInstr, tPrompt, tChild := make([]string, k), make([]string, k), make([]string, k),
 		make([]string, k), make([]string, k), make([]string, k), make([]string, k), make([]string, k)
 	tRev, tLease, tIdle, tFQ, tQA, tCA, tLE, tIA := make([]int64, k), make([]int64, k), make([]int64, k), make([]int64, k),
@@ -289,12 +291,12 @@ func turnArrays(ts []khaladb.Turn) []any {
 		tAttempt[i], tMax[i], tLease[i], tIdle[i] = int32(t.Attempt), int32(t.MaxAttempts), int64(t.Lease), int64(t.Idle)
 		tClaim[i], tAgent[i], tFQ[i], tQA[i], tCA[i] = t.Claim, t.Agent, shared.Nanos(t.FirstQueued), shared.Nanos(t.QueuedAt), shared.Nanos(t.ClaimedAt)
 		tLE[i], tIA[i], tInstr[i], tPrompt[i] = shared.Nanos(t.LeaseExpires), shared.Nanos(t.IdleAt), t.Instruction, t.Prompt
-		tChild[i], tPrio[i] = t.Child, int32(t.Priority)
+		tChild[i], tPrio[i], tRepo[i], tDeclared[i] = t.Child, int32(t.Priority), t.Repo, t.RepoDeclared
 		if !t.Open() {
 			tPrompt[i] = "" // a closed turn is served to no one again
 		}
 	}
-	return []any{tWf, tRole, tState, tRev, tAttempt, tMax, tLease, tIdle, tClaim, tAgent, tFQ, tQA, tCA, tLE, tIA, tInstr, tPrompt, tChild, tPrio}
+	return []any{tWf, tRole, tState, tRev, tAttempt, tMax, tLease, tIdle, tClaim, tAgent, tFQ, tQA, tCA, tLE, tIA, tInstr, tPrompt, tChild, tPrio, tRepo, tDeclared}
 }
 
 func eventTimes(es []workflow.Event) []int64 {

@@ -27,7 +27,7 @@ func (p *Store) ClaimStats() ClaimStats {
 
 // filterKey is what claims must share to go in one statement.
 func filterKey(q khaladb.ClaimQuery) string {
-	return strings.Join(q.Workflows, "\x00") + "\x01" + strings.Join(q.Roles, "\x00")
+	return strings.Join(q.Workflows, "\x00") + "\x01" + strings.Join(q.Roles, "\x00") + "\x01" + q.Repos.Key()
 }
 
 // Claim implements Storage.

@@ -32,8 +32,8 @@ import (
 // claimSQL leases up to $1 queued turns in one statement and records a
 // turn.started event for each. $4 holds one fresh claim id per turn, $5
 // the agent each claim id is for (several agents' claims may share a
-// statement: claimbatch.go).
-var claimSQL = `WITH ` + pickedCTE("$1", "$2", "$3") + `, numbered AS (
+// statement: claimbatch.go); $7 and $8 are the repository filter.
+var claimSQL = `WITH ` + pickedCTE("$1", "$2", "$3", "$7", "$8") + `, numbered AS (
 	SELECT thread, step, row_number() OVER (ORDER BY thread, step) AS rn FROM picked
 ), claimed AS (
 	UPDATE khala_turns t SET state = 'claimed', claim = ($4::text[])[n.rn], agent = ($5::text[])[n.rn], claimed_at = $6,
@@ -56,10 +56,10 @@ SELECT ` + turnCols + `,
 	` + claimViewCols + `
 ORDER BY priority DESC, first_queued, thread, step`
 
-// claimOneSQL is claimSQL for one turn ($1, $2: filters; $3: the claim
-// id; $4: agent; $5: now), without the numbering a claim of several
+// claimOneSQL is claimSQL for one turn ($1, $2, $6, $7: filters; $3:
+// the claim id; $4: agent; $5: now), without the numbering a claim of several
 // turns needs: most claims are of one turn (an agent's one free slot).
-var claimOneSQL = `WITH ` + pickedCTE("1", "$1", "$2") + `, claimed AS (
+var claimOneSQL = `WITH ` + pickedCTE("1", "$1", "$2", "$6", "$7") + `, claimed AS (
 	UPDATE khala_turns t SET state = 'claimed', claim = $3, agent = $4, claimed_at = $5,
 		lease_expires = $5 + t.lease, idle_at = 0, rev = t.rev + 1
 	FROM picked p WHERE t.thread = p.thread AND t.step = p.step
@@ -94,22 +94,26 @@ const queuedSiblings = `(SELECT count(*) FILTER (WHERE q.state = 'queued') FROM 
 // stale. A failure (before the schema is migrated) changes nothing.
 func warmClaims(ctx context.Context, conn *pgx.Conn) error {
 	none := []string{}
-	if _, err := conn.Exec(ctx, "EXPLAIN "+claimOneSQL, pgx.QueryExecModeSimpleProtocol, none, none, "warm", "warm", int64(0)); err == nil {
-		_, _ = conn.Exec(ctx, "EXPLAIN "+claimSQL, pgx.QueryExecModeSimpleProtocol, 2, none, none, []string{"warm", "warm"}, []string{"warm", "warm"}, int64(0))
+	if _, err := conn.Exec(ctx, "EXPLAIN "+claimOneSQL, pgx.QueryExecModeSimpleProtocol, none, none, "warm", "warm", int64(0), "", none); err == nil {
+		_, _ = conn.Exec(ctx, "EXPLAIN "+claimSQL, pgx.QueryExecModeSimpleProtocol, 2, none, none, []string{"warm", "warm"}, []string{"warm", "warm"}, int64(0), "", none)
 	}
 	return nil
 }
 
 // pickedCTE picks up to limit queued turns, higher priority first, then
 // oldest first (the queue index's order: khala_turns_queue), of the
-// workflows and roles (text[] parameters; empty: any), locking each with
+// workflows and roles (text[] parameters; empty: any) and repositories
+// (repoFilter's mode and patterns), locking each with
 // its thread's event counter and skipping any another transaction holds.
-func pickedCTE(limit, workflows, roles string) string {
+func pickedCTE(limit, workflows, roles, repoMode, repoRes string) string {
 	return `picked AS (
 	SELECT t.thread, t.step FROM khala_turns t JOIN khala_event_seqs s ON s.thread = t.thread
 	WHERE t.state = 'queued'
 		AND (cardinality(` + workflows + `::text[]) = 0 OR t.workflow = ANY(` + workflows + `::text[]))
 		AND (cardinality(` + roles + `::text[]) = 0 OR t.role = ANY(` + roles + `::text[]) OR t.role = '` + khaladb.MergeRole + `')
+		AND (` + repoMode + `::text = '' OR t.repo = ''
+			OR (` + repoMode + `::text = 'declared' AND t.repo_declared)
+			OR (` + repoMode + `::text = 'globs' AND t.repo ~ ANY(` + repoRes + `::text[])))
 	ORDER BY t.priority DESC, t.first_queued, t.thread, t.step
 	LIMIT ` + limit + `
 	FOR UPDATE OF t, s SKIP LOCKED
@@ -135,6 +139,7 @@ func (p *Store) claimStatement(ctx context.Context, q khaladb.ClaimQuery, claims
 	if roles == nil {
 		roles = []string{}
 	}
+	repoMode, repoRes := repoFilter(q.Repos)
 	// One statement, its own transaction. Its plan is made once per
 	// connection without sorts or bitmap scans (see Open): the
 	// queue's statistics lag behind a burst of new threads, and the only
@@ -144,9 +149,9 @@ func (p *Store) claimStatement(ctx context.Context, q khaladb.ClaimQuery, claims
 	var views []claimView
 	var rows pgx.Rows
 	if len(claims) == 1 {
-		rows, _ = p.pool.Query(ctx, claimOneSQL, wfs, roles, claims[0], agents[0], shared.Nanos(q.Now))
+		rows, _ = p.pool.Query(ctx, claimOneSQL, wfs, roles, claims[0], agents[0], shared.Nanos(q.Now), repoMode, repoRes)
 	} else {
-		rows, _ = p.pool.Query(ctx, claimSQL, len(claims), wfs, roles, claims, agents, shared.Nanos(q.Now))
+		rows, _ = p.pool.Query(ctx, claimSQL, len(claims), wfs, roles, claims, agents, shared.Nanos(q.Now), repoMode, repoRes)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (khaladb.Turn, error) {
 		var (
