@@ -22,6 +22,7 @@ func Exercise(t *testing.T, open Opener) {
 	}{
 		{"ClaimExactlyOnce", ClaimExactlyOnce},
 		{"ClaimOrderAndFilters", ClaimOrderAndFilters},
+		{"ClaimRepos", ClaimRepos},
 		{"Heartbeat", Heartbeat},
 		{"HeartbeatWrites", HeartbeatWrites},
 		{"ClaimPriority", ClaimPriority},
@@ -53,6 +54,8 @@ type TurnSpec struct {
 	Lease    time.Duration // default 1m
 	Idle     time.Duration // 0: never idle
 	Priority int
+	Repo     string // the thread's workspace repository: Turn.Repo
+	Declared bool   // Turn.RepoDeclared
 }
 
 // StartThread stores a new running thread of workflow wf, created at now,
@@ -77,7 +80,7 @@ func StartThread(t testing.TB, s khaladb.Storage, wf string, now time.Time, spec
 		tk := khaladb.Turn{ID: khaladb.TurnID(id, step), Thread: id, Workflow: wf, Step: step, Role: sp.Role,
 			Instruction: fmt.Sprintf("do step %d", step), Prompt: "prompt", State: khaladb.TurnQueued,
 			Attempt: 1, MaxAttempts: 3, Lease: cmpOr(sp.Lease, time.Minute), Idle: sp.Idle,
-			FirstQueued: now, QueuedAt: now, Priority: sp.Priority}
+			FirstQueued: now, QueuedAt: now, Priority: sp.Priority, Repo: sp.Repo, RepoDeclared: sp.Declared}
 		if sp.Idle > 0 {
 			tk.IdleAt = now.Add(sp.Idle)
 		}
