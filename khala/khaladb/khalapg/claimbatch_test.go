@@ -198,3 +198,45 @@ func BenchmarkClaimBatch(b *testing.B) {
 		})
 	}
 }
+
+// What a claim's repository filter costs, one turn per claim, every turn
+// of a workspace the filter admits (the last glob of three matches):
+// beside no filter, in one run.
+//
+//	go test ./khala/khaladb/khalapg -run '^$' -bench ClaimRepoFilter -benchtime 1x
+func BenchmarkClaimRepoFilter(b *testing.B) {
+	filters := []struct {
+		name string
+		f    *khaladb.RepoFilter
+	}{
+		{"none", nil},
+		{"declared", &khaladb.RepoFilter{}},
+		{"globs", &khaladb.RepoFilter{Globs: []string{"https://a.example/*", "git@b.example:*", "https://git.example/team/*"}}},
+	}
+	for _, c := range filters {
+		b.Run("filter="+c.name, func(b *testing.B) {
+			p := openPG(b, pgtest.Database(b))
+			const turns = 1200
+			for range turns {
+				khaladbtest.StartThread(b, p, "bench", khaladbtest.Epoch,
+					khaladbtest.TurnSpec{Role: "a", Repo: "https://git.example/team/app.git", Declared: true})
+			}
+			for b.Loop() {
+				start := time.Now()
+				for n := 0; n < turns; n++ {
+					q := claimQuery("agent", 1)
+					q.Repos = c.f
+					if got, err := p.Claim(b.Context(), q); err != nil || len(got) != 1 {
+						b.Fatalf("claimed %d: %v", len(got), err)
+					}
+				}
+				b.ReportMetric(float64(time.Since(start).Microseconds())/turns, "us/turn")
+				b.StopTimer()
+				if _, err := p.pool.Exec(b.Context(), "UPDATE khala_turns SET state = 'queued'"); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}
