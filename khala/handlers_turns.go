@@ -16,13 +16,6 @@ import (
 	"github.com/nerve-agents/nerve/workflow"
 )
 
-// Claim bounds: a claim takes at most maxClaim turns and names at most
-// maxFilter workflows or roles.
-const (
-	maxClaim  = 100
-	maxFilter = 100
-)
-
 func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
 	start := time.Now()
 	var req api.ClaimRequest

@@ -7,9 +7,14 @@ import (
 	"github.com/nerve-agents/nerve/khala/khaladb"
 )
 
-// maxRepoGlob bounds one repository glob of a claim: longer than any URL a
-// workspace may name.
-const maxRepoGlob = 2048
+// Claim bounds: a claim takes at most maxClaim turns and names at most
+// maxFilter workflows, roles or repository globs, each glob at most
+// maxRepoGlob bytes (longer than any URL a workspace may name).
+const (
+	maxClaim    = 100
+	maxFilter   = 100
+	maxRepoGlob = 2048
+)
 
 // claimRepos checks a claim's repository filter: at most maxFilter globs,
 // each a valid path.Match pattern of bounded length.
