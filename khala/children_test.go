@@ -2,6 +2,7 @@ package khala
 
 import (
 	"encoding/json"
+	"github.com/nerve-agents/nerve/khala/engine"
 	"strings"
 	"testing"
 	"time"
@@ -176,7 +177,7 @@ func testChildFailures(t *testing.T, bk backend) {
 	}
 	status, data := a.do("POST", "/v1/workflows/review/threads", map[string]any{"input": map[string]any{"item": "x"},
 		"parent": map[string]any{"thread": out.Thread}})
-	if status != 422 || errCode(data) != codeTooDeep || !strings.Contains(string(data), "max_spawn_depth 1") {
+	if status != 422 || errCode(data) != engine.CodeTooDeep || !strings.Contains(string(data), "max_spawn_depth 1") {
 		t.Errorf("a grandchild past the depth: %d %s", status, data)
 	}
 	for _, p := range []string{"thread-999", "nope"} {
@@ -245,7 +246,7 @@ func testChildCheckRecovers(t *testing.T, bk backend) {
 	})
 	if err == nil {
 		err = st.UpdateThread(t.Context(), kids[0], func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
-			return cancel(v, "the test", now)
+			return engine.CancelChange(v, "the test", now)
 		})
 	}
 	st.Close()
@@ -254,7 +255,7 @@ func testChildCheckRecovers(t *testing.T, bk backend) {
 	}
 
 	// A server whose clock is past the turns' next check.
-	later := func(o *Options) { o.Now = func() time.Time { return time.Now().Add(2 * childCheck) } }
+	later := func(o *Options) { o.Now = func() time.Time { return time.Now().Add(2 * engine.ChildCheck) } }
 	b := &client{ts: newServerOn(t, ts.reopen(t), later), token: a.token, name: "laptop"}
 	waitFor(t, "the ended child's delivery", func() bool {
 		var msgs []workflow.Message

@@ -66,7 +66,7 @@ func testAgentChildSpend(t *testing.T, bk backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts.srv.deliverChild(t.Context(), cv.Thread)
+	ts.srv.engine.DeliverChild(t.Context(), cv.Thread)
 	if th := a.thread(id); th.Usage.Tokens() != 160 {
 		t.Fatalf("counted twice: %+v", th.Usage)
 	}

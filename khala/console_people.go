@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/console"
+	"github.com/nerve-agents/nerve/khala/engine"
 	"github.com/nerve-agents/nerve/khala/khaladb"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
 // People in the console: the inbox, answers through the API's own path
-// (Server.answer), and sessions that end when their person is removed.
+// (engine.AnswerHuman), and sessions that end when their person is removed.
 
 func (c *consoleSource) Inbox(ctx context.Context, person string) ([]console.InboxItem, error) {
 	ws, err := c.s.inbox(ctx, person)
@@ -50,16 +51,16 @@ func (c *consoleSource) Answer(ctx context.Context, person string, a console.Ans
 			return &console.FieldError{Field: "meta", Message: "not JSON: " + jsonErr(err)}
 		}
 	}
-	_, _, err := c.s.answer(ctx, a.Thread, khaladb.TurnID(a.Thread, a.Step), person, ans)
-	var ia *invalidAnswer
-	if errors.As(err, &ia) {
-		msg := ia.msg
-		if ia.field == "meta" && ans.Meta == nil {
+	_, _, err := c.s.engine.AnswerHuman(ctx, a.Thread, khaladb.TurnID(a.Thread, a.Step), person, ans)
+	var ia *engine.Error
+	if errors.As(err, &ia) && ia.Code == engine.CodeInvalidAnswer {
+		msg := ia.Msg
+		if ia.Field == "meta" && ans.Meta == nil {
 			msg = "this role wants meta: JSON matching the schema"
-		} else if ia.field == "content" {
+		} else if ia.Field == "content" {
 			msg = "the answer is empty: write something"
 		}
-		return &console.FieldError{Field: cmp.Or(ia.field, "answer"), Message: msg}
+		return &console.FieldError{Field: cmp.Or(ia.Field, "answer"), Message: msg}
 	}
 	return err
 }

@@ -202,7 +202,7 @@ func (c *consoleSource) Workflows(ctx context.Context) ([]console.Workflow, erro
 		if src, err := c.s.store.Source(ctx, rec.SourceHash); err == nil {
 			w.Source = string(src)
 		}
-		def, err := c.s.defs.get(ctx, rec.SourceHash)
+		def, err := c.s.engine.Definition(ctx, rec.SourceHash)
 		if err != nil {
 			w.Err = err.Error()
 		} else {

@@ -2,8 +2,9 @@
 // interchangeable agents. It stores cloud workflow definitions and their
 // threads, routes each thread with the workflow package's moderator
 // (workflow.Route: the evaluation and checks the daemon's workflow.Engine
-// uses for local threads; Khala's own engine, engine.go, keeps threads in
-// its storage and leases their turns instead of running them), queues the
+// uses for local threads; Khala's own engine, package khala/engine, keeps
+// threads in its storage and leases their turns instead of running them:
+// this package is its HTTP shell), queues the
 // turns it emits, leases each to exactly one agent at a time, re-queues
 // what a dead agent dropped, and records every event. `nerve khala serve`
 // runs it.
@@ -196,9 +197,9 @@
 // lock; docs/khala-postgres.md is the operator's side of it). khaladbtest
 // is the contract suite both run. This package opens a backend only in
 // Serve and where it issues tokens (tokens.go); the rest of it, the HTTP
-// layer, engine, sweeper and webhooks, sees the interface alone. Nothing
-// lives only in one process's memory but wake-up hints, the long polls a
-// new turn may be handed to (handoff.go: the turn is written claimed in
+// layer, the engine with its sweeper, and webhooks, sees the interface
+// alone. Nothing lives only in one process's memory but wake-up hints, the
+// long polls a new turn may be handed to (engine/handoff.go: the turn is written claimed in
 // the commit that queues it, so a backend sees only a ThreadChange), and
 // caches (of immutable data, and of views the database checks before a
 // change made from them is written).

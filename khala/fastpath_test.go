@@ -170,11 +170,7 @@ func TestPostgresFastPathHandoff(t *testing.T) {
 		next := make(chan []api.Turn, 1)
 		if i < 5 {
 			go func() { next <- a.claim(map[string]any{"wait": "5s"}) }()
-			waitFor(t, "a parked claim", func() bool {
-				ts.srv.handoffs.mu.Lock()
-				defer ts.srv.handoffs.mu.Unlock()
-				return len(ts.srv.handoffs.waiting) == 1
-			})
+			waitFor(t, "a parked claim", func() bool { return ts.srv.engine.Parked() == 1 })
 		}
 		if s, d := a.respond(tk, fmt.Sprint("answer ", i), nil); s != 200 {
 			t.Fatalf("answer %d: %d %s", i, s, d)

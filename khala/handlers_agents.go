@@ -125,7 +125,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ khaladb
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	s.metrics.write(w, st, s.handoffs.parked())
+	s.metrics.write(w, st, s.engine.Parked())
 	if pg, ok := s.store.(*khalapg.Store); ok {
 		writeSharedStatements(w, pg.ClaimStats(), pg.ChangeStats())
 	}

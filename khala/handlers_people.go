@@ -9,18 +9,14 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
+	"github.com/nerve-agents/nerve/khala/engine"
 	"github.com/nerve-agents/nerve/khala/khaladb"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
-// Error codes of people's requests.
-const (
-	codeForbidden  = "forbidden"
-	codeNotWaiting = "not_waiting"
-	codeBadAnswer  = "invalid_answer"
-)
+// codeForbidden refuses a caller what it may not do.
+const codeForbidden = engine.CodeForbidden
 
 func forbidden(format string, a ...any) error {
 	return &apiError{http.StatusForbidden, codeForbidden, fmt.Sprintf(format, a...)}
@@ -57,43 +53,6 @@ func (s *Server) PersonByToken(ctx context.Context, tok string) (string, error) 
 	return p.Name, err
 }
 
-// answerHuman records person's answer a to the human turn turnID of v.
-// Nothing is recorded unless the turn waits, the person may answer it and
-// the answer fits the role.
-func answerHuman(ctx context.Context, defs *defCache, v *khaladb.ThreadView, turnID, person string, a workflow.Answer,
-	rt routing, now time.Time) (*khaladb.ThreadChange, error) {
-	th := v.Thread
-	if th.Ended() {
-		return nil, fmt.Errorf("%w: %s is %s; its turns take no answers", khaladb.ErrThreadEnded, th.ID, th.Status)
-	}
-	t := v.Turn(turnID)
-	switch {
-	case t == nil:
-		return nil, errTurnClosed
-	case t.State != khaladb.TurnWaiting:
-		return nil, &apiError{http.StatusConflict, codeNotWaiting, fmt.Sprintf("turn %s (%s) is not a person's: an agent or a child thread answers it", t.ID, t.Role)}
-	}
-	def, err := defs.get(ctx, th.SourceHash)
-	if err != nil {
-		return nil, err
-	}
-	if who := def.Answerers(t.Role); len(who) > 0 && !slices.Contains(who, person) {
-		return nil, forbidden("%s may not answer turn %s: role %s is answered by %s", person, t.ID, t.Role, workflow.WhoAnswers(who))
-	}
-	if err := def.CheckAnswer(t.Role, a.Content, a.Meta); err != nil {
-		ie := &invalidAnswer{apiError: &apiError{http.StatusBadRequest, codeBadAnswer, err.Error()}}
-		var ae *workflow.AnswerError
-		if errors.As(err, &ae) {
-			ie.field = ae.Field
-		}
-		return nil, ie
-	}
-	m := workflow.Message{Agent: person, Content: a.Content, Meta: a.Meta}
-	ev := workflow.Event{At: now, Type: workflow.EventTurnAnswered, Thread: th.ID, Step: t.Step, Role: t.Role, Agent: person,
-		Turn: t.ID, Attempt: t.Attempt}
-	return closeTurn(ctx, def, nil, v, t, m, ev, rt, now)
-}
-
 type answerBody struct {
 	Content string          `json:"content"`
 	Meta    json.RawMessage `json:"meta"`
@@ -117,62 +76,12 @@ func (s *Server) handleAnswer(w http.ResponseWriter, r *http.Request, a khaladb.
 			return
 		}
 	}
-	c, now, err := s.answer(r.Context(), id, turn, a.Name, ans)
+	c, now, err := s.engine.AnswerHuman(r.Context(), id, turn, a.Name, ans)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, responseJSON{Turn: turn, Thread: id, Status: c.Thread.Status, Agent: a.Name, At: now})
-}
-
-// invalidAnswer is an answer that does not fit its role: the API's 400
-// invalid_answer, with the field it got wrong for the console's form.
-type invalidAnswer struct {
-	*apiError
-	field string
-}
-
-func (e *invalidAnswer) Unwrap() error { return e.apiError }
-
-// answer records person's answer to turn of thread id: the one path of the
-// answer endpoint and the console's form.
-func (s *Server) answer(ctx context.Context, id, turn, person string, ans workflow.Answer) (*khaladb.ThreadChange, time.Time, error) {
-	var (
-		c   *khaladb.ThreadChange
-		now time.Time
-	)
-	err := s.updateRouted(ctx, id, func(v *khaladb.ThreadView, rt routing) (*khaladb.ThreadChange, error) {
-		now = s.now()
-		var err error
-		c, err = answerHuman(ctx, s.defs, v, turn, person, ans, rt, now)
-		return c, err
-	})
-	if errors.Is(err, errTurnClosed) {
-		err = s.closedHumanTurn(ctx, turn)
-	}
-	if errors.Is(err, khaladb.ErrNotFound) {
-		err = notFound("unknown thread %q", id)
-	}
-	if err != nil {
-		return nil, now, err
-	}
-	s.changed(c)
-	s.log.Info("turn answered by a person", "turn", turn, "person", person)
-	return c, now, nil
-}
-
-// closedHumanTurn says why a turn of a running thread takes no answer.
-func (s *Server) closedHumanTurn(ctx context.Context, turn string) error {
-	t, err := s.store.Turn(ctx, turn)
-	switch {
-	case errors.Is(err, khaladb.ErrNotFound):
-		return notFound("unknown turn %q", turn)
-	case err != nil:
-		return err
-	case t.State == khaladb.TurnAnswered:
-		return &apiError{http.StatusConflict, codeNotWaiting, fmt.Sprintf("turn %s was already answered", turn)}
-	}
-	return &apiError{http.StatusConflict, codeNotWaiting, fmt.Sprintf("turn %s is %s, not waiting for an answer", turn, t.State)}
 }
 
 // waitingOf is turn t of thread th as a person's inbox shows it.
@@ -216,7 +125,7 @@ func (s *Server) inbox(ctx context.Context, person string) ([]workflow.Waiting, 
 			}
 			threads[t.Thread] = v
 		}
-		def, err := s.defs.get(ctx, v.Thread.SourceHash)
+		def, err := s.engine.Definition(ctx, v.Thread.SourceHash)
 		if err != nil {
 			return nil, err
 		}

@@ -84,7 +84,7 @@ func (s *Server) threadDetail(ctx context.Context, v *khaladb.ThreadView) (threa
 		if t.State != khaladb.TurnWaiting {
 			continue
 		}
-		def, err := s.defs.get(ctx, th.SourceHash)
+		def, err := s.engine.Definition(ctx, th.SourceHash)
 		if err != nil {
 			return out, err
 		}
@@ -169,29 +169,22 @@ func (s *Server) handleThread(w http.ResponseWriter, r *http.Request, _ khaladb.
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
 	id := r.PathValue("id")
-	var c *khaladb.ThreadChange
 	by := callerOf(r)
-	err := s.store.UpdateThread(r.Context(), id, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
+	th, err := s.engine.Cancel(r.Context(), id, a.Name, func(v *khaladb.ThreadView) error {
 		if !by.overrides(ScopeCancel) && (by.kind != callerAgent || by.name != v.Thread.Initiator) {
 			if by.kind == callerPerson {
-				return nil, needScope(by, ScopeCancel)
+				return needScope(by, ScopeCancel)
 			}
-			return nil, notYours("thread "+v.Thread.ID, v.Thread.Initiator)
+			return notYours("thread "+v.Thread.ID, v.Thread.Initiator)
 		}
-		var err error
-		c, err = cancel(v, a.Name, s.now())
-		return c, err
+		return nil
 	})
-	if errors.Is(err, khaladb.ErrNotFound) {
-		err = notFound("unknown thread %q", id)
-	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.changed(c)
 	s.log.Info("thread cancelled", "thread", id, "agent", a.Name)
-	writeJSON(w, http.StatusOK, map[string]string{"thread": id, "status": c.Thread.Status})
+	writeJSON(w, http.StatusOK, map[string]string{"thread": id, "status": th.Status})
 }
 
 // messageFilter parses ?role=&last=&since=&step=.

@@ -1,7 +1,6 @@
 package khala
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 
@@ -19,9 +18,7 @@ const (
 
 // handleTurnEvents adds what an agent noticed while running a turn it
 // holds (a detection: stall, errors, malformed; or the agent's own
-// notify, which also goes to the thread's webhook) to the thread's trace.
-// The claim is checked as a heartbeat's is; the change only appends
-// events, so it never moves the turn or the thread.
+// notify) to the thread's trace: engine.TurnEvents.
 func (s *Server) handleTurnEvents(w http.ResponseWriter, r *http.Request, a khaladb.Agent) {
 	turn, thread, err := turnThread(r)
 	if err != nil {
@@ -37,35 +34,7 @@ func (s *Server) handleTurnEvents(w http.ResponseWriter, r *http.Request, a khal
 		s.fail(w, r, err)
 		return
 	}
-	err = s.store.UpdateThread(r.Context(), thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
-		now := s.now()
-		t, err := heldTurn(v, turn, req.Claim, a.Name, now)
-		if err != nil {
-			return nil, err
-		}
-		c := &khaladb.ThreadChange{Thread: v.Thread}
-		th := v.Thread
-		for _, e := range req.Events {
-			if e.Type == api.EventNotify && e.Status == api.NotifyBlocking {
-				c.Thread.Noticed = now
-			}
-			c.Events = append(c.Events, workflow.Event{At: now, Type: e.Type, Thread: t.Thread,
-				Step: t.Step, Role: t.Role, Agent: a.Name, Adapter: e.Adapter, Status: e.Status, Message: e.Message,
-				Turn: t.ID, Claim: t.Claim, Attempt: t.Attempt})
-			if e.Type == api.EventNotify && th.Webhook != "" {
-				c.Webhooks = append(c.Webhooks, khaladb.Webhook{URL: th.Webhook, NextAt: now, Created: now, Payload: khaladb.WebhookPayload{
-					Event: api.EventNotify, Thread: th.ID, Workflow: th.Workflow, Status: th.Status,
-					Step: t.Step, Role: t.Role, Turn: t.ID, Level: e.Status, Message: e.Message}})
-			}
-		}
-		return c, nil
-	})
-	if errors.Is(err, errTurnClosed) {
-		_, err = s.closedTurn(r, turn, req.Claim, a.Name, false)
-	}
-	if errors.Is(err, khaladb.ErrNotFound) {
-		err = notFound("unknown turn %q", turn)
-	}
+	err = s.engine.TurnEvents(r.Context(), thread, turn, req.Claim, a.Name, req.Events)
 	if err != nil {
 		s.fail(w, r, err)
 		return

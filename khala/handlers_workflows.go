@@ -19,6 +19,7 @@ import (
 
 	"github.com/nerve-agents/nerve/internal/yamlfile"
 	"github.com/nerve-agents/nerve/khala/api"
+	"github.com/nerve-agents/nerve/khala/engine"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -71,7 +72,7 @@ func (s *Server) handleWorkflows(w http.ResponseWriter, r *http.Request, _ khala
 	}
 	out := make([]workflowJSON, 0, len(recs))
 	for _, rec := range recs {
-		def, err := s.defs.get(r.Context(), rec.SourceHash)
+		def, err := s.engine.Definition(r.Context(), rec.SourceHash)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -91,7 +92,7 @@ func (s *Server) workflowRecord(r *http.Request) (khaladb.WorkflowRecord, *workf
 	if err != nil {
 		return rec, nil, err
 	}
-	def, err := s.defs.get(r.Context(), rec.SourceHash)
+	def, err := s.engine.Definition(r.Context(), rec.SourceHash)
 	return rec, def, err
 }
 
@@ -229,7 +230,7 @@ func (s *Server) handlePutWorkflow(w http.ResponseWriter, r *http.Request, a kha
 			fmt.Sprintf("the definition is workflow %q but was sent to /v1/workflows/%s", def.Name, name)})
 		return
 	}
-	rec := khaladb.WorkflowRecord{Name: name, SourceHash: sourceHash(src), UpdatedAt: s.now(), UpdatedBy: a.Name}
+	rec := khaladb.WorkflowRecord{Name: name, SourceHash: engine.SourceHash(src), UpdatedAt: s.now(), UpdatedBy: a.Name}
 	if c := callerOf(r); !c.overrides(ScopePublish) {
 		rec.Owner = c.name // the storage refuses another's, atomically
 	}
@@ -242,7 +243,7 @@ func (s *Server) handlePutWorkflow(w http.ResponseWriter, r *http.Request, a kha
 		s.fail(w, r, err)
 		return
 	}
-	s.defs.put(rec.SourceHash, def)
+	s.engine.Remember(rec.SourceHash, def)
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
@@ -306,59 +307,19 @@ func (s *Server) handleStartThread(w http.ResponseWriter, r *http.Request, a kha
 		s.fail(w, r, badRequest("%v", err))
 		return
 	}
-	id, err := s.store.NextThreadID(r.Context())
-	if err == nil {
-		err = withBranch(ws, def, id, taken)
-	}
-	var (
-		parent *workflow.Parent
-		depth  int
-	)
-	if err == nil && req.Parent != nil {
-		parent, depth, err = s.startParent(r.Context(), req.Parent, id, def.Name, callerOf(r))
-	}
+	by := callerOf(r)
+	th, err := s.engine.Start(r.Context(), engine.StartRequest{Workflow: rec, Def: def, Input: input, Workspace: ws, Taken: taken,
+		Webhook: req.Webhook, Initiator: a.Name, Parent: req.Parent, Priority: req.Priority,
+		MayAttach: func(v *khaladb.ThreadView) error {
+			if !mayAttach(v, by) {
+				return notYours("thread "+v.Thread.ID, v.Thread.Initiator)
+			}
+			return nil
+		}})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	var (
-		c      *khaladb.ThreadChange
-		handed *reservation
-	)
-	defer func() { handed.settle(false) }() // if CreateThread never returned
-	err = s.routed(r.Context(), func(ids *reservedIDs) error {
-		handed.settle(false) // an earlier try's promises
-		handed = nil
-		now := s.now()
-		var err error
-		c, err = startThread(r.Context(), def, rec.SourceHash, id, input, ws, req.Webhook, a.Name, parent, depth, s.routing(ids), now)
-		if err == nil && req.Priority != nil {
-			withPriority(c, *req.Priority)
-		}
-		if err == nil {
-			// A long poll waiting here takes the first turns in this
-			// commit (handoff.go): a fleet's parked agents are not all
-			// woken to race for each new thread.
-			handed = s.handoffs.reserve(c, now)
-			err = s.store.CreateThread(r.Context(), c)
-		}
-		return err
-	})
-	handed.settle(err == nil)
-	handed = nil
-	if err != nil {
-		if parent != nil {
-			s.markCancelled(context.WithoutCancel(r.Context()), parent.Thread, []string{id}) // it never started
-		}
-		s.fail(w, r, err)
-		return
-	}
-	s.metrics.threadsStarted.Add(1)
-	if c.Thread.Workspace == nil {
-		s.handoffs.sawBare(c.Thread.ID) // its turns' claims need not read it
-	}
-	s.changed(c)
-	th := c.Thread
 	writeJSON(w, http.StatusCreated, startResponse{Thread: th.ID, Workflow: th.Workflow, Status: th.Status, Result: th.Result, Error: th.Error})
 }
 
@@ -376,25 +337,4 @@ func (s *Server) checkWebhook(ctx context.Context, raw string) error {
 		return badRequest("webhook %s: refused, %s; the server's operator may allow it with 'nerve khala serve --webhook-allow'", u.Host, why)
 	}
 	return nil
-}
-
-// changed updates what the server tracks after a committed change: end
-// counters and the sweeper's next deadline.
-func (s *Server) changed(c *khaladb.ThreadChange) {
-	defer s.followUp(c)
-	if c.Thread.Ended() {
-		for _, e := range c.Events {
-			if e.Type == workflow.EventThreadEnded {
-				s.metrics.threadEnded(e.Status)
-			}
-		}
-	}
-	for _, t := range c.Turns {
-		switch {
-		case (t.State == khaladb.TurnQueued || t.State == khaladb.TurnWaiting) && !t.IdleAt.IsZero():
-			s.sweep.poke(t.IdleAt)
-		case t.State == khaladb.TurnChild:
-			s.sweep.poke(t.LeaseExpires)
-		}
-	}
 }

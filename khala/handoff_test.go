@@ -1,6 +1,7 @@
 package khala
 
 import (
+	"github.com/nerve-agents/nerve/khala/engine"
 	"testing"
 	"time"
 
@@ -52,7 +53,7 @@ func testHandoff(t *testing.T, bk backend) {
 	}
 	var queued, started *workflow.Event
 	for _, e := range reviewer.trace(id) {
-		if e.Step == 2 && e.Type == EventTurnQueued {
+		if e.Step == 2 && e.Type == engine.EventTurnQueued {
 			queued = &e
 		}
 		if e.Step == 2 && e.Type == workflow.EventTurnStarted {

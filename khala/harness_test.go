@@ -241,7 +241,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // waitParked waits until n long polls wait on ts for a turn.
 func (ts *testServer) waitParked(t *testing.T, n int) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d long polls to wait", n), func() bool { return ts.srv.handoffs.parked() == n })
+	waitFor(t, fmt.Sprintf("%d long polls to wait", n), func() bool { return ts.srv.engine.Parked() == n })
 }
 
 func eventTypes(evs []workflow.Event) string {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/nerve-agents/nerve/khala/api"
+	"github.com/nerve-agents/nerve/khala/engine"
 	"github.com/nerve-agents/nerve/khala/khaladb"
 
 	"github.com/nerve-agents/nerve/workflow"
@@ -32,6 +33,15 @@ const (
 	codeTimeout      = "timeout"
 	codeInternal     = "internal"
 )
+
+// engineStatus answers each kind of the engine's refusals.
+var engineStatus = map[engine.Kind]int{
+	engine.KindBadRequest: http.StatusBadRequest,
+	engine.KindNotFound:   http.StatusNotFound,
+	engine.KindForbidden:  http.StatusForbidden,
+	engine.KindConflict:   http.StatusConflict,
+	engine.KindTooDeep:    http.StatusUnprocessableEntity,
+}
 
 // apiError is an error with the status and code it is answered with.
 type apiError struct {
@@ -75,11 +85,14 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 // are logged and answered without detail.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apiError
+	var ee *engine.Error
 	var ie *workflow.InputError
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &ae):
 		writeError(w, ae.status, ae.code, ae.msg)
+	case errors.As(err, &ee):
+		writeError(w, engineStatus[ee.Kind], ee.Code, ee.Msg)
 	case errors.As(err, &mbe):
 		writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("request body is larger than %d bytes", mbe.Limit))
 	case errors.As(err, &ie):

@@ -2,6 +2,7 @@ package khala
 
 import (
 	"fmt"
+	"github.com/nerve-agents/nerve/khala/engine"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -153,7 +154,7 @@ func testLeaseExpiryRequeues(t *testing.T, bk backend) {
 	evs := a.trace(id)
 	var expired *workflow.Event
 	for i := range evs {
-		if evs[i].Type == EventTurnExpired {
+		if evs[i].Type == engine.EventTurnExpired {
 			expired = &evs[i]
 		}
 	}
@@ -262,7 +263,7 @@ func testIdleNotifies(t *testing.T, bk backend) {
 	hook := newHookReceiver(t, 0)
 	id := a.start("lease", nil, hook.URL)
 	p := hook.next(t)
-	if p.Event != EventTurnIdle || p.Thread != id || p.Workflow != "lease" || p.Step != 1 || p.Role != "worker" || p.Status != workflow.StatusRunning {
+	if p.Event != engine.EventTurnIdle || p.Thread != id || p.Workflow != "lease" || p.Step != 1 || p.Role != "worker" || p.Status != workflow.StatusRunning {
 		t.Fatalf("idle webhook: %+v", p)
 	}
 	// Raised once; the turn stays queued.

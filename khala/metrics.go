@@ -50,7 +50,24 @@ func newMetrics() *metrics {
 	}
 }
 
-func (m *metrics) threadEnded(status string) {
+// The engine's Observer: what it did, counted here.
+
+func (m *metrics) ThreadStarted() { m.threadsStarted.Add(1) }
+func (m *metrics) TurnReleased()  { m.turnsReleased.Add(1) }
+func (m *metrics) TurnExpired()   { m.turnsExpired.Add(1) }
+func (m *metrics) TurnIdle()      { m.turnsIdle.Add(1) }
+
+func (m *metrics) TurnClaimed(waited time.Duration) {
+	m.turnsClaimed.Add(1)
+	m.claimWait.observe(waited)
+}
+
+func (m *metrics) TurnAnswered(worked time.Duration) {
+	m.turnsAnswered.Add(1)
+	m.turnDuration.observe(worked)
+}
+
+func (m *metrics) ThreadEnded(status string) {
 	m.mu.Lock()
 	m.threadsEnded[status]++
 	m.mu.Unlock()

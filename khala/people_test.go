@@ -1,6 +1,7 @@
 package khala
 
 import (
+	"github.com/nerve-agents/nerve/khala/engine"
 	"strings"
 	"testing"
 
@@ -78,7 +79,7 @@ func testHumanTurns(t *testing.T, bk backend) {
 		t.Fatalf("webhook: %+v", p)
 	}
 	waitFor(t, "the waiting turn to go idle", func() bool { return strings.Contains(eventTypes(a.trace(id)), "turn.idle") })
-	if p := hook.next(t); p.Event != EventTurnIdle || p.Turn != id+".2" {
+	if p := hook.next(t); p.Event != engine.EventTurnIdle || p.Turn != id+".2" {
 		t.Fatalf("idle webhook: %+v", p)
 	}
 	if got := eventTypes(a.trace(id)); !strings.Contains(got, "turn.answered turn.waiting turn.idle") {
@@ -110,8 +111,8 @@ func testHumanTurns(t *testing.T, bk backend) {
 	}{
 		{"an agent's token", a, map[string]any{"content": "ok", "meta": map[string]any{"approved": true}}, 403, codeForbidden, "agent's token"},
 		{"a person not in answered_by", carol, map[string]any{"content": "ok", "meta": map[string]any{"approved": true}}, 403, codeForbidden, "alice or bob"},
-		{"meta of the wrong type", alice, map[string]any{"content": "ok", "meta": map[string]any{"approved": "yes"}}, 400, codeBadAnswer, "approved"},
-		{"no meta", alice, map[string]any{"content": "looks fine"}, 400, codeBadAnswer, "--meta"},
+		{"meta of the wrong type", alice, map[string]any{"content": "ok", "meta": map[string]any{"approved": "yes"}}, 400, engine.CodeInvalidAnswer, "approved"},
+		{"no meta", alice, map[string]any{"content": "looks fine"}, 400, engine.CodeInvalidAnswer, "--meta"},
 		{"malformed JSON", alice, "{", 400, codeBadRequest, "malformed"},
 	} {
 		status, data := c.who.do("POST", path, c.body)
@@ -159,7 +160,7 @@ func testHumanTurnRefusals(t *testing.T, bk backend) {
 	a.putWorkflow(releaseWF)
 	id := a.start("release", nil, "")
 	answer := map[string]any{"content": "ok", "meta": map[string]any{"approved": true}}
-	if status, data := bob.do("POST", answerPath(id, 1), answer); status != 409 || errCode(data) != codeNotWaiting {
+	if status, data := bob.do("POST", answerPath(id, 1), answer); status != 409 || errCode(data) != engine.CodeNotWaiting {
 		t.Errorf("answering an agent's turn: %d %s; want 409 not_waiting", status, data)
 	}
 	for _, p := range []string{"/v1/turns/claim", "/v1/workflows/release/threads"} {

@@ -82,7 +82,7 @@ func testNewThreadHandedToWaitingPoll(t *testing.T, bk backend) {
 		close(got)
 	}()
 	deadline := time.Now().Add(10 * time.Second)
-	for ts.srv.handoffs.parked() == 0 {
+	for ts.srv.engine.Parked() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the long poll never parked")
 		}

@@ -3,6 +3,7 @@ package khala
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/nerve-agents/nerve/khala/engine"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -161,7 +162,7 @@ func TestPostgresSweepOncePerEvent(t *testing.T) {
 	a.putWorkflow(leaseWF("1m", 3, "150ms"))
 	idleHook := newHookReceiver(t, 1) // the first attempt fails: the retry is once too
 	id = a.start("lease", nil, idleHook.URL)
-	if p := idleHook.next(t); p.Event != EventTurnIdle {
+	if p := idleHook.next(t); p.Event != engine.EventTurnIdle {
 		t.Fatalf("idle webhook: %+v", p)
 	}
 	time.Sleep(500 * time.Millisecond)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/internal/telemetry"
+	"github.com/nerve-agents/nerve/khala/engine"
 	"github.com/nerve-agents/nerve/khala/khaladb"
 )
 
@@ -66,17 +67,14 @@ type Options struct {
 type Server struct {
 	opts    Options
 	store   khaladb.Storage
-	defs    *defCache
 	log     *slog.Logger
 	metrics *metrics
 	now     func() time.Time
 
 	closing   chan struct{} // closed when shutdown begins: long polls end
 	closeOnce sync.Once
-	sweep     *sweeper
-	handoffs  handoffs   // long polls a new turn may be handed to
-	docs      threadDocs // moderator documents between a thread's turns
-	seen      lastSeen   // when agents last made requests here (seen.go)
+	engine    *engine.Engine // every transition of a thread; the handlers are its HTTP shell
+	seen      lastSeen       // when agents last made requests here (seen.go)
 	webhooks  *http.Client
 }
 
@@ -109,9 +107,10 @@ func New(o Options) *Server {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	s := &Server{opts: o, store: o.Store, defs: newDefCache(o.Store), log: o.Logger, metrics: newMetrics(),
+	s := &Server{opts: o, store: o.Store, log: o.Logger, metrics: newMetrics(),
 		now: func() time.Time { return o.Now().UTC() }, closing: make(chan struct{})}
-	s.sweep = newSweeper(s)
+	s.engine = engine.New(engine.Config{Store: o.Store, Now: s.now, MaxSpawnDepth: o.MaxSpawnDepth, Recheck: o.Recheck,
+		FollowUpTimeout: o.RequestTimeout, Logger: o.Logger, Observer: s.metrics})
 	s.webhooks = newWebhookClient(o.WebhookAllow, o.WebhookTimeout)
 	if s.opts.PersonAuth == nil {
 		s.opts.PersonAuth = s.PersonByToken
@@ -124,7 +123,7 @@ func New(o Options) *Server {
 func (s *Server) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Add(3)
-	go func() { defer wg.Done(); s.sweep.run(ctx) }()
+	go func() { defer wg.Done(); s.engine.Run(ctx) }()
 	go func() { defer wg.Done(); s.runWebhooks(ctx) }()
 	go func() { defer wg.Done(); s.runSeen(ctx) }()
 	wg.Wait()

@@ -1,6 +1,7 @@
 package khala
 
 import (
+	"github.com/nerve-agents/nerve/khala/engine"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ func TestStoredDefinitionFromBeforeTheChecks(t *testing.T) {
 	ts := newTestServer(t)
 	a := ts.agent("a")
 	src := []byte(oldWF)
-	if _, err := ts.store.PutWorkflow(t.Context(), khaladb.WorkflowRecord{Name: "old", SourceHash: sourceHash(src),
+	if _, err := ts.store.PutWorkflow(t.Context(), khaladb.WorkflowRecord{Name: "old", SourceHash: engine.SourceHash(src),
 		UpdatedAt: time.Now(), UpdatedBy: "a"}, src); err != nil {
 		t.Fatal(err)
 	}

@@ -4,16 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nerve-agents/nerve/khala/engine"
 	"github.com/nerve-agents/nerve/workflow"
 )
-
-// asleep reports whether the sweeper is waiting on its timer (armed) with
-// no deadline before its recheck.
-func (w *sweeper) asleep() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return !w.armed.IsZero()
-}
 
 // A thread created while the sweeper sleeps out a long recheck still gets
 // its idle event and webhook about when its deadline passes.
@@ -35,7 +28,7 @@ func sleepingSweeper(t *testing.T, bk backend) (*testServer, *client, *hookRecei
 	src := leaseWF("1m", 3, idleLimit.String())
 	a.putWorkflow(src)
 	hook := newHookReceiver(t, 0)
-	waitFor(t, "the sweeper to sleep", ts.srv.sweep.asleep)
+	waitFor(t, "the sweeper to sleep", ts.srv.engine.Asleep)
 	return ts, a, hook, src
 }
 
@@ -70,19 +63,14 @@ func testIdleOnTimeForATurnQueuedElsewhere(t *testing.T, bk backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := ts.store.NextThreadID(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Another replica's engine: on the same store, sweeping nothing.
+	elsewhere := engine.New(engine.Config{Store: ts.store})
 	started := time.Now()
-	c, err := startThread(ctx, def, rec.SourceHash, id, map[string]any{}, nil, hook.URL, "a", nil, 0, routing{}, started)
+	th, err := elsewhere.Start(ctx, engine.StartRequest{Workflow: rec, Def: def, Input: map[string]any{}, Webhook: hook.URL, Initiator: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ts.store.CreateThread(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	idleHookOnTime(t, hook, id, started.Add(idleLimit))
+	idleHookOnTime(t, hook, th.ID, started.Add(idleLimit))
 }
 
 // idleHookOnTime waits, at most 5s past deadline, for thread id's idle
@@ -92,7 +80,7 @@ func idleHookOnTime(t *testing.T, hook *hookReceiver, id string, deadline time.T
 	select {
 	case p := <-hook.got:
 		late := time.Since(deadline)
-		if p.Event != EventTurnIdle || p.Thread != id {
+		if p.Event != engine.EventTurnIdle || p.Thread != id {
 			t.Fatalf("webhook: %+v", p)
 		}
 		t.Logf("idle webhook %v after the deadline", late.Round(time.Millisecond))

@@ -20,7 +20,7 @@ import (
 // startWorkspace checks a start request's workspace (raw: the JSON, empty
 // or null when none was given) against the definition. It returns the
 // workspace with its branch left empty (the default needs the thread's
-// id: withBranch) and the branches the default must not be, or nil when
+// id: engine.StartRequest) and the branches the default must not be, or nil when
 // the thread has none.
 func startWorkspace(def *workflow.Definition, raw json.RawMessage) (*workflow.Workspace, []string, error) {
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
@@ -72,19 +72,6 @@ func checkStartWorkspace(def *workflow.Definition, req api.StartWorkspace) (*wor
 	return ws, nil
 }
 
-// withBranch gives ws the default branch of thread when it names none:
-// the next free name when the shared remote has it (taken).
-func withBranch(ws *workflow.Workspace, def *workflow.Definition, thread string, taken []string) error {
-	if ws == nil || ws.Branch != "" {
-		return nil
-	}
-	ws.Branch = workflow.FreeBranch(workflow.DefaultBranch(def.Name, thread), taken)
-	if err := workflow.CheckBranch(ws.Branch); err != nil {
-		return badRequest("workspace.branch: the default %q is not a branch name git accepts (%s); give a branch", ws.Branch, err)
-	}
-	return nil
-}
-
 // checkChanges checks an answer's commit and changes.
 func checkChanges(commit string, ch *workflow.Changes) error {
 	if commit != "" && !workflow.IsCommitID(commit) {
@@ -95,21 +82,6 @@ func checkChanges(commit string, ch *workflow.Changes) error {
 	}
 	return nil
 }
-
-// movedHead is the thread's workspace after an answer with commit: a
-// copy (the view's record may be shared), or ws itself when nothing moves.
-func movedHead(ws *workflow.Workspace, commit string) *workflow.Workspace {
-	if ws == nil || commit == "" || ws.Head == commit {
-		return ws
-	}
-	moved := *ws
-	moved.Head = commit
-	return &moved
-}
-
-// codeBranchTaken is the 409 of a thread whose branch the shared remote
-// has already.
-const codeBranchTaken = "branch_taken"
 
 // checkOwnBranch refuses an explicit branch a thread cannot own. The
 // serving daemons push with the serving machines' credentials, so a
@@ -128,3 +100,7 @@ func checkOwnBranch(branch string, taken []string) error {
 	}
 	return nil
 }
+
+// codeBranchTaken is the 409 of a thread whose branch the shared remote
+// has already.
+const codeBranchTaken = "branch_taken"

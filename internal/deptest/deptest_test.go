@@ -204,6 +204,37 @@ func TestKhalaStorageLayers(t *testing.T) {
 	}
 }
 
+// TestKhalaEngineIsNoServer keeps the thread engine (khala/engine) a
+// function of its storage: it speaks no HTTP (package khala is its shell)
+// and links no backend (whoever serves opens one), nor the server, the
+// daemon, its config loader or the adapters. net/http is checked among
+// its own imports: the workflow package below it links it.
+func TestKhalaEngineIsNoServer(t *testing.T) {
+	pkgs := graph(t)
+	banned := []string{"khala/khaladb/khalabolt", "khala/khaladb/khalapg", "daemon", "config", "adapter"}
+	found := false
+	for name, p := range pkgs {
+		if !under(name, "khala/engine") {
+			continue
+		}
+		found = true
+		for _, dep := range p.Imports {
+			if dep == "net/http" || strings.HasPrefix(dep, "net/http/") {
+				t.Errorf("%s imports %s: the engine speaks no HTTP; package khala maps its errors to statuses", name, dep)
+			}
+		}
+		for _, dep := range p.Deps {
+			d := own(dep)
+			if d == "khala" || slices.ContainsFunc(banned, func(b string) bool { return under(d, b) }) {
+				t.Errorf("%s links %s: the engine sees khaladb.Storage alone, and no daemon part", name, d)
+			}
+		}
+	}
+	if !found {
+		t.Error("package khala/engine is gone; update this test")
+	}
+}
+
 // TestEveryPackageHasDocGo keeps each package's comment where a reader
 // looks for it first.
 func TestEveryPackageHasDocGo(t *testing.T) {

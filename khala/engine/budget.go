@@ -1,4 +1,4 @@
-package khala
+package engine
 
 import (
 	"slices"

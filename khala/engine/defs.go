@@ -1,4 +1,4 @@
-package khala
+package engine
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sync"
-
-	"github.com/nerve-agents/nerve/khala/khaladb"
 
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -19,17 +17,17 @@ const maxCachedDefs = 512
 // defCache holds parsed definitions by content hash. Sources never change
 // under a hash, so the cache is derived state any replica may drop.
 type defCache struct {
-	store khaladb.Storage
+	store Sources
 	mu    sync.Mutex
 	m     map[string]*workflow.Definition
 }
 
-func newDefCache(s khaladb.Storage) *defCache {
+func newDefCache(s Sources) *defCache {
 	return &defCache{store: s, m: map[string]*workflow.Definition{}}
 }
 
-// sourceHash names a definition source by content.
-func sourceHash(src []byte) string {
+// SourceHash names a definition source by content.
+func SourceHash(src []byte) string {
 	h := sha256.Sum256(src)
 	return hex.EncodeToString(h[:])
 }

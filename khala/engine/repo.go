@@ -1,4 +1,4 @@
-package khala
+package engine
 
 import (
 	"github.com/nerve-agents/nerve/khala/khaladb"

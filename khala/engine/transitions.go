@@ -1,4 +1,4 @@
-package khala
+package engine
 
 import (
 	"cmp"
@@ -27,8 +27,8 @@ const (
 // function of the view it is given, so UpdateThread may run it again on a
 // fresher view; the moderator itself is the workflow package's Route.
 
-// answerRequest is an agent's answer to a turn.
-type answerRequest struct {
+// AnswerRequest is an agent's answer to a turn it holds under Claim.
+type AnswerRequest struct {
 	Claim   string
 	Agent   string
 	Message workflow.Message // Content, Meta, Error, Adapter, Usage, Commit, Changes
@@ -50,11 +50,6 @@ func startThread(ctx context.Context, def *workflow.Definition, hash, id string,
 	return c, routeThread(ctx, def, c, nil, nil, nil, rt, now)
 }
 
-// errTurnClosed says the turn a request names is not open: unknown,
-// answered or cancelled. The caller reads the closed turn to tell which;
-// closed is final, so that read needs no serialising.
-var errTurnClosed = errors.New("turn not open")
-
 // heldTurn returns open turn id of v when agent holds it under claim at
 // now. Errors: errTurnClosed (the turn is not open), ErrClaimLost (the
 // claim no longer holds it), ErrNotHolder (the claim is another agent's).
@@ -73,17 +68,10 @@ func heldTurn(v *khaladb.ThreadView, id, claim, agent string, now time.Time) (*k
 	return t, nil
 }
 
-// notHolder refuses another agent's claim on turn id: it is not a lost
-// lease, so the holder keeps it (403, not 409).
-func notHolder(id string) error {
-	return fmt.Errorf("%w: turn %s is held by another agent; only the agent it was leased to may answer, heartbeat or release it",
-		khaladb.ErrNotHolder, id)
-}
-
 // answer records an agent's answer and, when it was the last pending
 // turn, asks the moderator what follows.
 // docs, when not nil, is the thread's document cache (threadDocs).
-func answer(ctx context.Context, defs *defCache, docs *workflow.DocCache, v *khaladb.ThreadView, turnID string, req answerRequest,
+func answer(ctx context.Context, defs *defCache, docs *workflow.DocCache, v *khaladb.ThreadView, turnID string, req AnswerRequest,
 	rt routing, now time.Time) (*khaladb.ThreadChange, error) {
 	t, err := heldTurn(v, turnID, req.Claim, req.Agent, now)
 	if err != nil {
@@ -192,7 +180,7 @@ func queueTurns(def *workflow.Definition, c *khaladb.ThreadChange, turns []workf
 		ev := workflow.Event{At: now, Thread: th.ID, Step: t.Step, Role: t.Role, Turn: t.ID, Attempt: 1}
 		switch {
 		case wt.IsChild():
-			t.State, t.Child, t.LeaseExpires = khaladb.TurnChild, ids[0], now.Add(childCheck)
+			t.State, t.Child, t.LeaseExpires = khaladb.TurnChild, ids[0], now.Add(ChildCheck)
 			t.Instruction = "child workflow " + wt.Workflow
 			ids = ids[1:]
 			ev.Type, ev.Message = workflow.EventChildStarted, wt.Workflow+"#"+t.Child
@@ -251,106 +239,4 @@ func endThread(c *khaladb.ThreadChange, status string, result any, reason string
 			Event: workflow.EventThreadEnded, Thread: th.ID, Workflow: th.Workflow, Status: status,
 			Result: result, Error: reason, Workspace: th.Workspace}})
 	}
-}
-
-// setTurn puts t in c, replacing an earlier version of the same turn.
-func setTurn(c *khaladb.ThreadChange, t khaladb.Turn) {
-	for i := range c.Turns {
-		if c.Turns[i].ID == t.ID {
-			c.Turns[i] = t
-			return
-		}
-	}
-	c.Turns = append(c.Turns, t)
-}
-
-// openTurns returns v's queued and claimed turns but except.
-func openTurns(v *khaladb.ThreadView, except string) []khaladb.Turn {
-	var out []khaladb.Turn
-	for _, t := range v.Turns {
-		if t.Open() && t.ID != except {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-// expire re-queues a turn whose lease ran out, or fails the thread when
-// that was its last attempt. nil: someone else already dealt with it.
-func expire(v *khaladb.ThreadView, d khaladb.DueTurn, now time.Time) *khaladb.ThreadChange {
-	t := v.Turn(d.Turn)
-	if t == nil || t.State != khaladb.TurnClaimed || t.Claim != d.Claim || now.Before(t.LeaseExpires) {
-		return nil
-	}
-	c := &khaladb.ThreadChange{Thread: v.Thread}
-	c.Thread.UpdatedAt = now
-	ev := workflow.Event{At: now, Type: EventTurnExpired, Thread: t.Thread, Step: t.Step, Role: t.Role,
-		Agent: t.Agent, Turn: t.ID, Claim: t.Claim, Attempt: t.Attempt}
-	if t.Attempt >= t.MaxAttempts {
-		ev.Message = fmt.Sprintf("lease expired on attempt %d of %d", t.Attempt, t.MaxAttempts)
-		c.Events = append(c.Events, ev)
-		reason := fmt.Sprintf("turn %s (step %d, %s) was claimed %d times and never answered: the lease expired each time (max_attempts %d)",
-			t.ID, t.Step, t.Role, t.Attempt, t.MaxAttempts)
-		endThread(c, workflow.StatusFailed, nil, reason, openTurns(v, ""), now)
-		return c
-	}
-	ev.Message = fmt.Sprintf("lease expired; re-queued as attempt %d of %d", t.Attempt+1, t.MaxAttempts)
-	c.Events = append(c.Events, ev)
-	nt := *t
-	nt.Attempt++
-	requeue(&nt, now)
-	c.Turns = []khaladb.Turn{nt}
-	return c
-}
-
-// idle raises a turn's idle event (once per time it is queued) and
-// notifies the initiator; the turn stays queued.
-func idle(v *khaladb.ThreadView, d khaladb.DueTurn, now time.Time) *khaladb.ThreadChange {
-	t := v.Turn(d.Turn)
-	if t == nil || (t.State != khaladb.TurnQueued && t.State != khaladb.TurnWaiting) || t.IdleAt.IsZero() || now.Before(t.IdleAt) {
-		return nil
-	}
-	c := &khaladb.ThreadChange{Thread: v.Thread}
-	nt := *t
-	nt.IdleAt = time.Time{}
-	c.Turns = []khaladb.Turn{nt}
-	waited := now.Sub(t.QueuedAt).Round(time.Second)
-	c.Events = []workflow.Event{{At: now, Type: EventTurnIdle, Thread: t.Thread, Step: t.Step, Role: t.Role,
-		Turn: t.ID, Attempt: t.Attempt, Message: fmt.Sprintf("queued unclaimed for %s", waited)}}
-	if t.State == khaladb.TurnWaiting {
-		c.Events[0].Message = fmt.Sprintf("waited for a person's answer for %s", waited)
-	}
-	if th := v.Thread; th.Webhook != "" {
-		c.Webhooks = []khaladb.Webhook{{URL: th.Webhook, NextAt: now, Created: now, Payload: khaladb.WebhookPayload{
-			Event: EventTurnIdle, Thread: th.ID, Workflow: th.Workflow, Status: th.Status,
-			Step: t.Step, Role: t.Role, Turn: t.ID}}}
-	}
-	return c
-}
-
-// release gives a turn agent holds under claim back to the queue at
-// once; it keeps its attempt, since giving work back is not failing it.
-func release(v *khaladb.ThreadView, turnID, claim, agent string, now time.Time) (*khaladb.ThreadChange, error) {
-	t, err := heldTurn(v, turnID, claim, agent, now)
-	if err != nil {
-		return nil, err
-	}
-	c := &khaladb.ThreadChange{Thread: v.Thread}
-	c.Thread.UpdatedAt = now
-	c.Events = []workflow.Event{{At: now, Type: EventTurnReleased, Thread: t.Thread, Step: t.Step, Role: t.Role,
-		Agent: t.Agent, Turn: t.ID, Claim: t.Claim, Attempt: t.Attempt}}
-	nt := *t
-	requeue(&nt, now)
-	c.Turns = []khaladb.Turn{nt}
-	return c, nil
-}
-
-// cancel ends a running thread; its outstanding claims become stale.
-func cancel(v *khaladb.ThreadView, agent string, now time.Time) (*khaladb.ThreadChange, error) {
-	if v.Thread.Ended() {
-		return nil, fmt.Errorf("%w: %s is already %s", khaladb.ErrThreadEnded, v.Thread.ID, v.Thread.Status)
-	}
-	c := &khaladb.ThreadChange{Thread: v.Thread}
-	endThread(c, workflow.StatusCancelled, nil, "cancelled by "+agent, openTurns(v, ""), now)
-	return c, nil
 }

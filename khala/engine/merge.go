@@ -1,4 +1,4 @@
-package khala
+package engine
 
 import (
 	"context"
@@ -100,7 +100,7 @@ func mergeWork(t *khaladb.Turn) *api.Merge {
 // merge error on the message whose commit did not merge (any other
 // failure on the round's last), then asks the moderator what follows.
 func mergeAnswer(ctx context.Context, def *workflow.Definition, docs *workflow.DocCache, v *khaladb.ThreadView, t *khaladb.Turn,
-	req answerRequest, rt routing, now time.Time) (*khaladb.ThreadChange, error) {
+	req AnswerRequest, rt routing, now time.Time) (*khaladb.ThreadChange, error) {
 	m := req.Message
 	c := &khaladb.ThreadChange{Thread: v.Thread}
 	done := *t
@@ -139,4 +139,15 @@ func short(commit string) string {
 type threadWS struct {
 	ws    *workflow.Workspace
 	round *khaladb.Round
+}
+
+// movedHead is the thread's workspace after an answer with commit: a
+// copy (the view's record may be shared), or ws itself when nothing moves.
+func movedHead(ws *workflow.Workspace, commit string) *workflow.Workspace {
+	if ws == nil || commit == "" || ws.Head == commit {
+		return ws
+	}
+	moved := *ws
+	moved.Head = commit
+	return &moved
 }

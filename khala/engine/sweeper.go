@@ -1,4 +1,4 @@
-package khala
+package engine
 
 import (
 	"context"
@@ -27,14 +27,14 @@ const hintGap = 100 * time.Millisecond
 // hints may be lost. Every change it makes is conditional on what it
 // read, so two replicas sweeping the same turn change it once.
 type sweeper struct {
-	s    *Server
+	e    *Engine
 	wake chan struct{}
 
 	mu    sync.Mutex
 	armed time.Time // when it will look next; zero while it is looking
 }
 
-func newSweeper(s *Server) *sweeper { return &sweeper{s: s, wake: make(chan struct{}, 1)} }
+func newSweeper(e *Engine) *sweeper { return &sweeper{e: e, wake: make(chan struct{}, 1)} }
 
 // poke says a deadline at t now exists.
 func (w *sweeper) poke(t time.Time) {
@@ -59,11 +59,11 @@ func (w *sweeper) run(ctx context.Context) {
 	for {
 		// Taken before the look, so a turn queued during it wakes the
 		// next sleep.
-		queued := w.s.store.Changed(khaladb.TopicQueue)
+		queued := w.e.store.Changed(khaladb.TopicQueue)
 		w.arm(time.Time{})
 		next := w.sweep(ctx)
 		looked := time.Now()
-		wait := w.s.opts.Recheck
+		wait := w.e.cfg.Recheck
 		if !next.IsZero() {
 			wait = min(wait, time.Until(next))
 		}
@@ -103,13 +103,13 @@ func (w *sweeper) sleep(ctx context.Context, wait time.Duration, queued <-chan s
 // sweep deals with everything due and returns the next deadline.
 func (w *sweeper) sweep(ctx context.Context) time.Time {
 	for ctx.Err() == nil {
-		now := w.s.now()
-		due, next, err := w.s.store.Due(ctx, now, dueBatch)
+		now := w.e.now()
+		due, next, err := w.e.store.Due(ctx, now, dueBatch)
 		if err != nil {
 			// An unreachable database is logged once by the storage, not
 			// every second by every loop.
 			if ctx.Err() == nil && !errors.Is(err, khaladb.ErrUnavailable) {
-				w.s.log.Error("sweep: read due turns", "err", err)
+				w.e.log.Error("sweep: read due turns", "err", err)
 			}
 			return now.Add(time.Second)
 		}
@@ -124,9 +124,9 @@ func (w *sweeper) sweep(ctx context.Context) time.Time {
 }
 
 func (w *sweeper) apply(ctx context.Context, d khaladb.DueTurn, now time.Time) {
-	s := w.s
+	e := w.e
 	if d.Kind == khaladb.DueChild {
-		s.checkChild(ctx, d)
+		e.checkChild(ctx, d)
 		return
 	}
 	var (
@@ -134,11 +134,11 @@ func (w *sweeper) apply(ctx context.Context, d khaladb.DueTurn, now time.Time) {
 		handed *reservation
 	)
 	defer func() { handed.settle(false) }() // if UpdateThread never returned
-	err := s.store.UpdateThread(ctx, d.Thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
+	err := e.store.UpdateThread(ctx, d.Thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
 		handed.settle(false) // an earlier, stale try's promises
 		handed = nil
 		if d.Kind == khaladb.DueExpired {
-			def, err := s.defs.get(ctx, v.Thread.SourceHash)
+			def, err := e.defs.get(ctx, v.Thread.SourceHash)
 			if err != nil {
 				return nil, err
 			}
@@ -146,7 +146,7 @@ func (w *sweeper) apply(ctx context.Context, d khaladb.DueTurn, now time.Time) {
 				c = expire(v, d, now)
 				// A re-queued turn goes to a long poll waiting here, in
 				// this commit, rather than waking every parked agent.
-				handed = s.handoffs.reserve(c, now)
+				handed = e.handoffs.reserve(c, now)
 			}
 		} else {
 			c = idle(v, d, now)
@@ -157,23 +157,23 @@ func (w *sweeper) apply(ctx context.Context, d khaladb.DueTurn, now time.Time) {
 	handed = nil
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Error("sweep: update thread", "thread", d.Thread, "turn", d.Turn, "kind", d.Kind, "err", err)
+			e.log.Error("sweep: update thread", "thread", d.Thread, "turn", d.Turn, "kind", d.Kind, "err", err)
 		}
 		return
 	}
 	if c == nil {
 		return
 	}
-	s.changed(c)
+	e.changed(c)
 	switch {
 	case d.Kind == khaladb.DueIdle:
-		s.metrics.turnsIdle.Add(1)
-		s.log.Info("turn idle", "thread", d.Thread, "turn", d.Turn)
+		e.obs.TurnIdle()
+		e.log.Info("turn idle", "thread", d.Thread, "turn", d.Turn)
 	case c.Thread.Status == workflow.StatusFailed:
-		s.metrics.turnsExpired.Add(1)
-		s.log.Warn("thread failed: lease expired on the last attempt", "thread", d.Thread, "turn", d.Turn)
+		e.obs.TurnExpired()
+		e.log.Warn("thread failed: lease expired on the last attempt", "thread", d.Thread, "turn", d.Turn)
 	default:
-		s.metrics.turnsExpired.Add(1)
-		s.log.Info("lease expired; turn re-queued", "thread", d.Thread, "turn", d.Turn)
+		e.obs.TurnExpired()
+		e.log.Info("lease expired; turn re-queued", "thread", d.Thread, "turn", d.Turn)
 	}
 }

@@ -1,4 +1,4 @@
-package khala
+package engine
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/khala/khaladb"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -18,47 +17,47 @@ import (
 // id (TurnChild); once that commit is on disk the child thread is
 // created, and when the child ends its outcome closes the turn. Each of
 // these is its own commit, so each is done again when missed: the
-// sweeper checks every child turn at least every childCheck (the turn's
+// sweeper checks every child turn at least every ChildCheck (the turn's
 // LeaseExpires), creating a child that is missing and delivering one
 // that ended. Creating a child that exists and delivering one twice are
 // both no-ops.
 
-// childCheck is how often the sweeper checks on a child turn's thread.
-const childCheck = time.Minute
+// ChildCheck is how often the sweeper checks on a child turn's thread.
+const ChildCheck = time.Minute
 
 // followUp does what a committed change c calls for beyond its thread:
 // start the child threads it assigned, and when it ended the thread,
 // tell the parent and cancel the children still running.
-func (s *Server) followUp(c *khaladb.ThreadChange) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.RequestTimeout)
+func (e *Engine) followUp(c *khaladb.ThreadChange) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.FollowUpTimeout)
 	defer cancel()
 	for _, t := range c.Turns {
 		if t.State == khaladb.TurnChild && t.Rev == 0 { // new in c
-			s.startChild(ctx, c.Thread, t)
+			e.startChild(ctx, c.Thread, t)
 		}
 	}
 	if !slices.ContainsFunc(c.Events, func(e workflow.Event) bool { return e.Type == workflow.EventThreadEnded }) {
 		return
 	}
 	if c.Thread.Parent != nil {
-		s.deliverChild(ctx, c.Thread)
+		e.DeliverChild(ctx, c.Thread)
 	}
 	var never []string // children not created: the parent ended first
 	for _, l := range c.Thread.Children {
 		if l.Status == workflow.StatusRunning &&
-			!s.cancelThread(ctx, l.Thread, "parent "+c.Thread.Workflow+"#"+c.Thread.ID+" ended ("+c.Thread.Status+")") {
+			!e.cancelThread(ctx, l.Thread, "parent "+c.Thread.Workflow+"#"+c.Thread.ID+" ended ("+c.Thread.Status+")") {
 			never = append(never, l.Thread)
 		}
 	}
 	if len(never) > 0 {
-		s.markCancelled(ctx, c.Thread.ID, never)
+		e.markCancelled(ctx, c.Thread.ID, never)
 	}
 }
 
 // markCancelled records in thread's links that children were cancelled
 // before they were created.
-func (s *Server) markCancelled(ctx context.Context, thread string, children []string) {
-	err := s.store.UpdateThread(ctx, thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
+func (e *Engine) markCancelled(ctx context.Context, thread string, children []string) {
+	err := e.store.UpdateThread(ctx, thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
 		c := &khaladb.ThreadChange{Thread: v.Thread}
 		c.Thread.Children = slices.Clone(v.Thread.Children)
 		for i, l := range c.Thread.Children {
@@ -69,36 +68,36 @@ func (s *Server) markCancelled(ctx context.Context, thread string, children []st
 		return c, nil
 	})
 	if err != nil {
-		s.log.Error("record children cancelled before they started", "thread", thread, "err", err)
+		e.log.Error("record children cancelled before they started", "thread", thread, "err", err)
 	}
 }
 
 // startChild creates the child thread of parent's child turn t. A child
 // that cannot start at all (an unknown workflow, bad input) fails the
 // parent, as it does locally: the moderator asked for what cannot be.
-func (s *Server) startChild(ctx context.Context, parent khaladb.Thread, t khaladb.Turn) {
+func (e *Engine) startChild(ctx context.Context, parent khaladb.Thread, t khaladb.Turn) {
 	i := slices.IndexFunc(parent.Pending, func(p workflow.Turn) bool { return p.Step == t.Step })
 	if i < 0 {
 		return
 	}
 	wt := parent.Pending[i]
-	if !s.childTurnOpen(ctx, t.ID) {
+	if !e.childTurnOpen(ctx, t.ID) {
 		return // the parent ended (a sibling could not start, say)
 	}
 	fail := func(reason string) {
-		s.spawnFailed(ctx, parent.ID, t, reason)
+		e.spawnFailed(ctx, parent.ID, t, reason)
 	}
-	rec, err := s.store.Workflow(ctx, wt.Workflow)
+	rec, err := e.store.Workflow(ctx, wt.Workflow)
 	if errors.Is(err, khaladb.ErrNotFound) {
 		fail(fmt.Sprintf("child workflow %q is not published on this Khala", wt.Workflow))
 		return
 	}
 	var def *workflow.Definition
 	if err == nil {
-		def, err = s.defs.get(ctx, rec.SourceHash)
+		def, err = e.defs.get(ctx, rec.SourceHash)
 	}
 	if err != nil {
-		s.log.Error("start a child thread", "parent", parent.ID, "child", t.Child, "err", err)
+		e.log.Error("start a child thread", "parent", parent.ID, "child", t.Child, "err", err)
 		return // the sweeper tries again
 	}
 	input, err := def.CheckInputs(wt.Input)
@@ -112,36 +111,36 @@ func (s *Server) startChild(ctx context.Context, parent khaladb.Thread, t khalad
 	}
 	p := &workflow.Parent{Ref: parentRef(parent), Thread: parent.ID, Step: t.Step}
 	var c *khaladb.ThreadChange
-	err = s.routed(ctx, func(ids *reservedIDs) error {
+	err = e.routed(ctx, func(ids *reservedIDs) error {
 		var err error
-		c, err = startThread(ctx, def, rec.SourceHash, t.Child, input, nil, "", parent.Initiator, p, parent.Depth+1, s.routing(ids), s.now())
+		c, err = startThread(ctx, def, rec.SourceHash, t.Child, input, nil, "", parent.Initiator, p, parent.Depth+1, e.routing(ids), e.now())
 		if err == nil {
 			withPriority(c, parent.Priority) // a child runs as urgently as its parent
 		}
 		if err == nil {
-			err = s.store.CreateThread(ctx, c)
+			err = e.store.CreateThread(ctx, c)
 		}
 		return err
 	})
 	switch {
 	case err != nil && strings.Contains(err.Error(), "already exists"):
 	case err != nil:
-		s.log.Error("start a child thread", "parent", parent.ID, "child", t.Child, "err", err)
+		e.log.Error("start a child thread", "parent", parent.ID, "child", t.Child, "err", err)
 	default:
-		s.metrics.threadsStarted.Add(1)
-		s.handoffs.sawBare(c.Thread.ID)
-		s.changed(c)
+		e.obs.ThreadStarted()
+		e.handoffs.sawBare(c.Thread.ID)
+		e.changed(c)
 		// A parent that ended while the child was made cancelled what it
 		// knew of: this child too.
-		if tk, err := s.store.Turn(ctx, t.ID); err == nil && tk.State == khaladb.TurnCancelled {
-			s.cancelThread(ctx, c.Thread.ID, "parent "+parentRef(parent)+" ended")
+		if tk, err := e.store.Turn(ctx, t.ID); err == nil && tk.State == khaladb.TurnCancelled {
+			e.cancelThread(ctx, c.Thread.ID, "parent "+parentRef(parent)+" ended")
 		}
 	}
 }
 
 // childTurnOpen reports whether child turn id still waits for its child.
-func (s *Server) childTurnOpen(ctx context.Context, id string) bool {
-	tk, err := s.store.Turn(ctx, id)
+func (e *Engine) childTurnOpen(ctx context.Context, id string) bool {
+	tk, err := e.store.Turn(ctx, id)
 	return err != nil || tk.State == khaladb.TurnChild // unsure: go on; creating twice is a no-op
 }
 
@@ -149,15 +148,15 @@ func parentRef(t khaladb.Thread) string { return t.Workflow + "#" + t.ID }
 
 // spawnFailed records why child turn t of thread could not start (a
 // message with an error of kind spawn) and fails the thread with it.
-func (s *Server) spawnFailed(ctx context.Context, thread string, t khaladb.Turn, reason string) {
+func (e *Engine) spawnFailed(ctx context.Context, thread string, t khaladb.Turn, reason string) {
 	var c *khaladb.ThreadChange
-	err := s.store.UpdateThread(ctx, thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
+	err := e.store.UpdateThread(ctx, thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
 		c = nil
 		tk := v.Turn(t.ID)
 		if tk == nil || tk.State != khaladb.TurnChild || tk.Child != t.Child {
 			return nil, nil
 		}
-		now := s.now()
+		now := e.now()
 		c = &khaladb.ThreadChange{Thread: v.Thread}
 		m := workflow.Message{Step: tk.Step, Role: tk.Role, Instruction: tk.Instruction, At: now,
 			Error: &workflow.MessageError{Kind: workflow.ErrorKindSpawn, Message: reason}}
@@ -176,30 +175,30 @@ func (s *Server) spawnFailed(ctx context.Context, thread string, t khaladb.Turn,
 		return c, nil
 	})
 	if err != nil {
-		s.log.Error("fail a thread whose child could not start", "thread", thread, "turn", t.ID, "err", err)
+		e.log.Error("fail a thread whose child could not start", "thread", thread, "turn", t.ID, "err", err)
 		return
 	}
 	if c != nil {
-		s.changed(c)
+		e.changed(c)
 	}
 }
 
-// deliverChild tells child's parent that child ended: its link's status,
+// DeliverChild tells child's parent that child ended: its link's status,
 // and, when a step of the parent waits for it, the step's message.
-func (s *Server) deliverChild(ctx context.Context, child khaladb.Thread) {
+func (e *Engine) DeliverChild(ctx context.Context, child khaladb.Thread) {
 	p := child.Parent
 	var c *khaladb.ThreadChange
-	err := s.updateRouted(ctx, p.Thread, func(v *khaladb.ThreadView, rt routing) (*khaladb.ThreadChange, error) {
+	err := e.updateRouted(ctx, p.Thread, func(v *khaladb.ThreadView, rt routing) (*khaladb.ThreadChange, error) {
 		var err error
-		c, err = childEnded(ctx, s.defs, v, child, rt, s.now())
+		c, err = childEnded(ctx, e.defs, v, child, rt, e.now())
 		return c, err
 	})
 	if err != nil {
-		s.log.Error("deliver a child thread's outcome", "parent", p.Thread, "child", child.ID, "err", err)
+		e.log.Error("deliver a child thread's outcome", "parent", p.Thread, "child", child.ID, "err", err)
 		return
 	}
 	if c != nil {
-		s.changed(c)
+		e.changed(c)
 	}
 }
 
@@ -281,32 +280,32 @@ func resultText(result any) string {
 
 // cancelThread cancels a running thread (a parent's child); false: there
 // is no such thread.
-func (s *Server) cancelThread(ctx context.Context, id, by string) bool {
+func (e *Engine) cancelThread(ctx context.Context, id, by string) bool {
 	var c *khaladb.ThreadChange
-	err := s.store.UpdateThread(ctx, id, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
+	err := e.store.UpdateThread(ctx, id, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
 		c = nil
 		if v.Thread.Ended() {
 			return nil, nil
 		}
 		var err error
-		c, err = cancel(v, by, s.now())
+		c, err = CancelChange(v, by, e.now())
 		return c, err
 	})
 	switch {
 	case errors.Is(err, khaladb.ErrNotFound):
 		return false
 	case err != nil:
-		s.log.Error("cancel a child thread", "thread", id, "err", err)
+		e.log.Error("cancel a child thread", "thread", id, "err", err)
 	case c != nil:
-		s.changed(c)
+		e.changed(c)
 	}
 	return true
 }
 
 // checkChild is the sweeper's check of a child turn: create its thread
 // if missing, deliver it if it ended, else look again later.
-func (s *Server) checkChild(ctx context.Context, d khaladb.DueTurn) {
-	pv, err := s.store.Thread(ctx, d.Thread)
+func (e *Engine) checkChild(ctx context.Context, d khaladb.DueTurn) {
+	pv, err := e.store.Thread(ctx, d.Thread)
 	if err != nil {
 		return
 	}
@@ -314,21 +313,21 @@ func (s *Server) checkChild(ctx context.Context, d khaladb.DueTurn) {
 	if t == nil || t.State != khaladb.TurnChild {
 		return
 	}
-	cv, err := s.store.Thread(ctx, t.Child)
+	cv, err := e.store.Thread(ctx, t.Child)
 	switch {
 	case errors.Is(err, khaladb.ErrNotFound):
-		s.startChild(ctx, pv.Thread, *t)
+		e.startChild(ctx, pv.Thread, *t)
 	case err != nil:
 		return
 	case cv.Thread.Parent == nil || cv.Thread.Parent.Thread != d.Thread:
-		s.log.Error("a child turn names a thread that is not its child", "turn", d.Turn, "thread", t.Child)
+		e.log.Error("a child turn names a thread that is not its child", "turn", d.Turn, "thread", t.Child)
 		return
 	case cv.Thread.Ended():
-		s.deliverChild(ctx, cv.Thread)
+		e.DeliverChild(ctx, cv.Thread)
 		return
 	}
 	var c *khaladb.ThreadChange
-	err = s.store.UpdateThread(ctx, d.Thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
+	err = e.store.UpdateThread(ctx, d.Thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
 		c = nil
 		t := v.Turn(d.Turn)
 		if t == nil || t.State != khaladb.TurnChild {
@@ -336,54 +335,11 @@ func (s *Server) checkChild(ctx context.Context, d khaladb.DueTurn) {
 		}
 		c = &khaladb.ThreadChange{Thread: v.Thread}
 		nt := *t
-		nt.LeaseExpires = s.now().Add(childCheck)
+		nt.LeaseExpires = e.now().Add(ChildCheck)
 		c.Turns = []khaladb.Turn{nt}
 		return c, nil
 	})
 	if err == nil && c != nil {
-		s.sweep.poke(c.Turns[0].LeaseExpires)
+		e.sweep.poke(c.Turns[0].LeaseExpires)
 	}
 }
-
-// startParent checks a new thread's parent and records the child in it
-// before the child exists: a parent never misses a child it must cancel.
-// It returns the child's Parent and depth.
-func (s *Server) startParent(ctx context.Context, req *api.StartParent, child, workflowName string, by caller) (*workflow.Parent, int, error) {
-	var p *workflow.Parent
-	depth := 0
-	err := s.store.UpdateThread(ctx, req.Thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
-		th := v.Thread
-		switch {
-		case !mayAttach(v, by):
-			return nil, notYours("thread "+th.ID, th.Initiator)
-		case th.Ended():
-			return nil, fmt.Errorf("%w: parent %s is %s; a child thread cannot start under it", khaladb.ErrThreadEnded, th.ID, th.Status)
-		case req.Step < 0 || req.Step > th.Step:
-			return nil, badRequest("parent.step %d: thread %s has steps 1 to %d", req.Step, th.ID, th.Step)
-		case req.Turn < 0 || req.Turn > th.Step:
-			return nil, badRequest("parent.turn %d: thread %s has steps 1 to %d", req.Turn, th.ID, th.Step)
-		}
-		if err := workflow.CheckDepth(th.Depth, s.opts.MaxSpawnDepth); err != nil {
-			return nil, &apiError{422, codeTooDeep, err.Error()}
-		}
-		p, depth = &workflow.Parent{Ref: parentRef(th), Thread: th.ID, Step: req.Step}, th.Depth+1
-		if req.Step == 0 {
-			p.Turn = req.Turn
-		}
-		now := s.now()
-		c := &khaladb.ThreadChange{Thread: th}
-		c.Thread.Children = append(slices.Clone(th.Children), khaladb.ChildLink{Thread: child, Workflow: workflowName,
-			Step: req.Step, Status: workflow.StatusRunning})
-		c.Thread.UpdatedAt = now
-		c.Events = []workflow.Event{{At: now, Type: workflow.EventChildStarted, Thread: th.ID, Step: p.ChildEventStep(),
-			Message: workflowName + "#" + child}}
-		return c, nil
-	})
-	if errors.Is(err, khaladb.ErrNotFound) {
-		err = notFound("parent: unknown thread %q", req.Thread)
-	}
-	return p, depth, err
-}
-
-// codeTooDeep answers a child refused past the spawn depth.
-const codeTooDeep = "too_deep"

@@ -1,4 +1,4 @@
-package khala
+package engine
 
 import (
 	"context"
@@ -55,14 +55,14 @@ func (rt routing) childIDs(turns []workflow.Turn) ([]string, error) {
 
 // routing returns what a change made by fn needs (its ids rewound: fn may
 // run again).
-func (s *Server) routing(ids *reservedIDs) routing {
+func (e *Engine) routing(ids *reservedIDs) routing {
 	ids.used = 0
-	return routing{ids: ids, maxDepth: s.opts.MaxSpawnDepth}
+	return routing{ids: ids, maxDepth: e.cfg.MaxSpawnDepth}
 }
 
 // routed runs fn, which makes a change with the ids given, drawing more
 // ids each time it asks for them (a moderator started child threads).
-func (s *Server) routed(ctx context.Context, fn func(ids *reservedIDs) error) error {
+func (e *Engine) routed(ctx context.Context, fn func(ids *reservedIDs) error) error {
 	ids := &reservedIDs{}
 	for range 8 {
 		err := fn(ids)
@@ -71,7 +71,7 @@ func (s *Server) routed(ctx context.Context, fn func(ids *reservedIDs) error) er
 			return err
 		}
 		for range need.n {
-			id, err := s.store.NextThreadID(ctx)
+			id, err := e.store.NextThreadID(ctx)
 			if err != nil {
 				return err
 			}
@@ -82,10 +82,10 @@ func (s *Server) routed(ctx context.Context, fn func(ids *reservedIDs) error) er
 }
 
 // updateRouted is UpdateThread for a change that may route the thread.
-func (s *Server) updateRouted(ctx context.Context, thread string, fn func(v *khaladb.ThreadView, rt routing) (*khaladb.ThreadChange, error)) error {
-	return s.routed(ctx, func(ids *reservedIDs) error {
-		return s.store.UpdateThread(ctx, thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
-			return fn(v, s.routing(ids))
+func (e *Engine) updateRouted(ctx context.Context, thread string, fn func(v *khaladb.ThreadView, rt routing) (*khaladb.ThreadChange, error)) error {
+	return e.routed(ctx, func(ids *reservedIDs) error {
+		return e.store.UpdateThread(ctx, thread, func(v *khaladb.ThreadView) (*khaladb.ThreadChange, error) {
+			return fn(v, e.routing(ids))
 		})
 	})
 }
