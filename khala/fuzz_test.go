@@ -12,7 +12,6 @@ import (
 	"github.com/nerve-agents/nerve/khala/khaladb"
 
 	"github.com/nerve-agents/nerve/khala/khaladb/khalabolt"
-
 )
 
 // fuzzEndpoints are the routes whose bodies FuzzRequestDecoding feeds.

@@ -101,4 +101,3 @@ func FuzzModeratorInput(f *testing.F) {
 func fuzzRouting() routing {
 	return routing{ids: &reservedIDs{ids: []string{"thread-2", "thread-3", "thread-4", "thread-5"}}}
 }
-
