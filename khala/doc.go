@@ -68,7 +68,7 @@
 // "error" {kind "merge", message: the files} and the conflicting "step";
 // the head moves, the error goes on that step's message (kept in the
 // thread record and laid over the stored message, which never changes),
-// and the moderator is asked. See merge.go.
+// and the moderator is asked. See engine/merge.go.
 //
 // # Tokens
 //
@@ -103,12 +103,12 @@
 //
 // A moderator's child turn ({"workflow", "input", "role"?}) is stored in
 // state child with the child's thread id, drawn before the change is made
-// (routing.go); once the change is committed the child thread is created
-// with "parent" {"ref", "thread", "step"} and "depth" one more than its
-// parent's, and when it ends its result (or its error, kind child) closes
-// the step (children.go). A child that cannot start (unknown workflow, bad
-// input) closes the step with an error of kind child; a child deeper than
-// --max-spawn-depth fails its parent. POST /v1/workflows/{name}/threads
+// (engine/routing.go); once the change is committed the child thread is
+// created with "parent" {"ref", "thread", "step"} and "depth" one more
+// than its parent's, and when it ends its result (or its error, kind
+// child) closes the step (engine/children.go). A child that cannot start
+// (unknown workflow, bad input) closes the step with an error of kind
+// child; a child deeper than --max-spawn-depth fails its parent. POST /v1/workflows/{name}/threads
 // takes "parent": {"thread", "step"?} for a child an agent starts from
 // inside a turn: past the depth it is 422 too_deep; under an ended parent,
 // 409. Cancelling or ending a thread cancels its running children. Each
@@ -196,11 +196,13 @@
 // LOCKED claims, LISTEN/NOTIFY wake-ups, migrations under an advisory
 // lock; docs/khala-postgres.md is the operator's side of it). khaladbtest
 // is the contract suite both run. This package opens a backend only in
-// Serve and where it issues tokens (tokens.go); the rest of it, the HTTP
+// Serve and on the admin path (admin_open.go); the rest of it, the HTTP
 // layer, the engine with its sweeper, and webhooks, sees the interface
-// alone. Nothing lives only in one process's memory but wake-up hints, the
-// long polls a new turn may be handed to (engine/handoff.go: the turn is written claimed in
-// the commit that queues it, so a backend sees only a ThreadChange), and
+// alone (and khaladb.SharedWrites, an optional one, for metrics). Nothing
+// lives only in one process's memory but wake-up hints, the long polls a
+// new turn may be handed to (engine/handoff.go: the turn is written
+// claimed in the commit that queues it, so a backend sees only a
+// ThreadChange), and
 // caches (of immutable data, and of views the database checks before a
 // change made from them is written).
 package khala

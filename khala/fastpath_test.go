@@ -156,7 +156,7 @@ roles:
 }
 
 // An answer that hands the next turn to an agent waiting on the same
-// replica (handoff.go) leaves the view that turn's answer is made from:
+// replica (engine/handoff.go) leaves the view that turn's answer is made from:
 // a sequential thread served by waiting agents writes every answer in one
 // statement. The thread and its trace are those of any other run.
 func TestPostgresFastPathHandoff(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/khala/khaladb"
-	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
 )
 
 var agentNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
@@ -126,7 +125,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ khaladb
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	s.metrics.write(w, st, s.engine.Parked())
-	if pg, ok := s.store.(*khalapg.Store); ok {
-		writeSharedStatements(w, pg.ClaimStats(), pg.ChangeStats())
+	if sw, ok := s.store.(khaladb.SharedWrites); ok {
+		writeSharedStatements(w, sw.SharedWrites())
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/khala/khaladb"
-	"github.com/nerve-agents/nerve/khala/khaladb/khalapg"
 )
 
 // metrics are this process's counters, written in the Prometheus text
@@ -161,14 +160,14 @@ func fmtFloat(f float64) string {
 	return fmt.Sprintf("%g", f)
 }
 
-// writeSharedStatements prints what this PostgreSQL replica wrote of its
+// writeSharedStatements prints what this replica (on PostgreSQL) wrote of its
 // claims and of its changes made from claims' views (most answers), and
 // in how many statements: concurrent ones share one (khalapg/batch.go).
-func writeSharedStatements(w io.Writer, claims khalapg.ClaimStats, changes khalapg.ChangeStats) {
+func writeSharedStatements(w io.Writer, st khaladb.WriteStats) {
 	fmt.Fprintf(w, "# HELP khala_pg_writes_total Claims, and answers written from their claim's view, by kind.\n"+
 		"# TYPE khala_pg_writes_total counter\n"+
-		"khala_pg_writes_total{kind=\"claim\"} %d\nkhala_pg_writes_total{kind=\"answer\"} %d\n", claims.Claims, changes.Changes)
+		"khala_pg_writes_total{kind=\"claim\"} %d\nkhala_pg_writes_total{kind=\"answer\"} %d\n", st.Claims, st.Changes)
 	fmt.Fprintf(w, "# HELP khala_pg_statements_total Statements that wrote them (concurrent ones share one), by kind.\n"+
 		"# TYPE khala_pg_statements_total counter\n"+
-		"khala_pg_statements_total{kind=\"claim\"} %d\nkhala_pg_statements_total{kind=\"answer\"} %d\n", claims.Statements, changes.Statements)
+		"khala_pg_statements_total{kind=\"claim\"} %d\nkhala_pg_statements_total{kind=\"answer\"} %d\n", st.ClaimStatements, st.ChangeStatements)
 }

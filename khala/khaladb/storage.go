@@ -244,3 +244,18 @@ type Stats struct {
 	Running int // threads not ended
 	Waiting int // human turns waiting for a person
 }
+
+// SharedWrites is what a Storage that writes concurrent claims and changes
+// in shared statements (khalapg) may also offer: how many it wrote and in
+// how many statements, for a server's metrics. A server asks for it with
+// a type assertion, naming no backend.
+type SharedWrites interface {
+	SharedWrites() WriteStats
+}
+
+// WriteStats count claims and changes made from claims' views (most
+// answers), and the statements that wrote each.
+type WriteStats struct {
+	Claims, ClaimStatements   int64
+	Changes, ChangeStatements int64
+}

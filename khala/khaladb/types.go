@@ -93,7 +93,7 @@ type Thread struct {
 	// order they were started (see ChildLink).
 	Children []ChildLink `json:"children,omitempty"`
 	// Round is the parallel round of a workspace thread in progress, and
-	// StepErrors the errors its merge put on stored messages (merge.go).
+	// StepErrors the errors its merge put on stored messages (khala/engine/merge.go).
 	Round      *Round      `json:"round,omitempty"`
 	StepErrors []StepError `json:"step_errors,omitempty"`
 	// Noticed is when an agent last sent a blocking notice, zeroed once a

@@ -56,6 +56,14 @@ func (p *Store) ChangeStats() ChangeStats {
 	return ChangeStats{Changes: p.changes.changes.Load(), Statements: p.changes.statements.Load()}
 }
 
+var _ khaladb.SharedWrites = (*Store)(nil)
+
+// SharedWrites says how many claims and changes shared statements.
+func (p *Store) SharedWrites() khaladb.WriteStats {
+	cl, ch := p.ClaimStats(), p.ChangeStats()
+	return khaladb.WriteStats{Claims: cl.Claims, ClaimStatements: cl.Statements, Changes: ch.Changes, ChangeStatements: ch.Statements}
+}
+
 // writeViewChange writes vc, sharing a statement when it can. An error:
 // nothing was written (stale, or failed: a locked read says which).
 func (p *Store) writeViewChange(ctx context.Context, vc *viewChange) error {

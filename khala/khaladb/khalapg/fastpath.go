@@ -98,7 +98,7 @@ func holdsAll(turns []khaladb.Turn, steps []int32) bool {
 
 // changed keeps the view change ch of thread n left (v: the view it was
 // made from; st: its statement, with what it wrote) when the change handed
-// every turn it left open to agents waiting on this replica (handoff.go):
+// every turn it left open to agents waiting on this replica (khala/engine/handoff.go):
 // their answers are the thread's next changes. Its messages go to the
 // message cache, where claimedView finds them. Turns and messages are kept
 // as a read would return them.
