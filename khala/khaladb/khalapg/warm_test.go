@@ -22,10 +22,10 @@ func TestWarmClaimsPlans(t *testing.T) {
 	}
 	defer conn.Close(t.Context())
 	none := []string{}
-	if _, err := conn.Exec(t.Context(), "EXPLAIN "+claimOneSQL, pgx.QueryExecModeSimpleProtocol, none, none, "warm", "warm", int64(0)); err != nil {
+	if _, err := conn.Exec(t.Context(), "EXPLAIN "+claimOneSQL, pgx.QueryExecModeSimpleProtocol, none, none, "warm", "warm", int64(0), "", none); err != nil {
 		t.Fatalf("EXPLAIN claimOneSQL: %v", err)
 	}
-	if _, err := conn.Exec(t.Context(), "EXPLAIN "+claimSQL, pgx.QueryExecModeSimpleProtocol, 2, none, none, []string{"warm", "warm"}, []string{"warm", "warm"}, int64(0)); err != nil {
+	if _, err := conn.Exec(t.Context(), "EXPLAIN "+claimSQL, pgx.QueryExecModeSimpleProtocol, 2, none, none, []string{"warm", "warm"}, []string{"warm", "warm"}, int64(0), "", none); err != nil {
 		t.Fatalf("EXPLAIN claimSQL: %v", err)
 	}
 	if err := warmClaims(t.Context(), conn); err != nil {
@@ -85,8 +85,8 @@ func TestClaimPlansCountSiblingsByKey(t *testing.T) {
 	}
 	none := []string{}
 	for name, plan := range map[string]string{
-		"claimOneSQL": explain(t, p, claimOneSQL, none, none, "c", "a", int64(0)),
-		"claimSQL":    explain(t, p, claimSQL, 2, none, none, []string{"c1", "c2"}, []string{"a", "b"}, int64(0)),
+		"claimOneSQL": explain(t, p, claimOneSQL, none, none, "c", "a", int64(0), "", none),
+		"claimSQL":    explain(t, p, claimSQL, 2, none, none, []string{"c1", "c2"}, []string{"a", "b"}, int64(0), "", none),
 	} {
 		if n := strings.Count(plan, "using khala_turns_queue"); n != 1 || !strings.Contains(plan, "using khala_turns_pkey on khala_turns q") {
 			t.Errorf("%s walks the queue index %d times (once: to pick), or finds siblings by another index than the key:\n%s", name, n, plan)
