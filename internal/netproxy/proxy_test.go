@@ -2,8 +2,8 @@ package netproxy
 
 import (
 	"bufio"
-	"context"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -72,7 +72,7 @@ func startProxy(t *testing.T, allow []string, secrets []Secret, tlsConf *tls.Con
 	tp := &testProxy{socket: filepath.Join(t.TempDir(), "proxy.sock"), log: &bytes.Buffer{}}
 	var logMu sync.Mutex
 	tp.Proxy, err = Listen(tp.socket, Options{Policy: pol, Secrets: secrets, TLS: tlsConf,
-		Log: slog.New(slog.NewTextHandler(lockedWriter{&logMu, tp.log}, nil)),
+		Log:     slog.New(slog.NewTextHandler(lockedWriter{&logMu, tp.log}, nil)),
 		Refused: func(h string) { tp.mu.Lock(); tp.refused = append(tp.refused, h); tp.mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,11 @@ type lockedWriter struct {
 	w  io.Writer
 }
 
-func (l lockedWriter) Write(b []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.w.Write(b) }
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
 
 // connect sends CONNECT target over the socket and returns the answer's
 // status and the connection.
@@ -191,4 +195,3 @@ func TestProxyTunnelToASecretHostIsForwarded(t *testing.T) {
 		t.Errorf("upstream saw %q, want Authorization: Bearer tok twice", got)
 	}
 }
-
