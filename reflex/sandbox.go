@@ -85,13 +85,14 @@ func (x *Executor) sandboxSpec(cfg *config.Config, ac config.Adapter, workdir, s
 		s.Read = append(s.Read, snap)
 	}
 	if x.deps.Executable != "" {
-		s.Read = append(s.Read, filepath.Dir(x.deps.Executable))
+		s.Executables = []string{x.deps.Executable}
 	}
+	s.State = gitBinds(workdir)
 	state, err := x.stateBinds(cfg, ac, home)
 	if err != nil {
 		return nil, err
 	}
-	s.State = state
+	s.State = append(s.State, state...)
 	for _, name := range append(builtinEnv, cfg.Sandbox.Env...) {
 		if v, ok := os.LookupEnv(name); ok {
 			s.Env = append(s.Env, name+"="+v)
@@ -177,4 +178,32 @@ func (x *Executor) enclose(ctx context.Context, cfg *config.Config, t *Turn, wor
 	env = hideHome(env)
 	spec, err := x.sandboxSpec(cfg, ac, workdir, snap, env, extra)
 	return env, spec, end, err
+}
+
+// gitBinds let git work in a worktree whose repository lives elsewhere
+// (a workspace's, under NERVE_HOME/repos): the worktree's own git
+// directory read-write (its index, HEAD), the repository's common one
+// read-only (objects, refs: nerve itself commits and publishes).
+func gitBinds(workdir string) []sandbox.Bind {
+	b, err := os.ReadFile(filepath.Join(workdir, ".git"))
+	if err != nil {
+		return nil // a directory (an ordinary clone) or no git at all
+	}
+	gitdir, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir: ")
+	if !ok {
+		return nil
+	}
+	if !filepath.IsAbs(gitdir) {
+		gitdir = filepath.Join(workdir, gitdir)
+	}
+	out := []sandbox.Bind{{Src: gitdir, Dst: gitdir, Write: true}}
+	if c, err := os.ReadFile(filepath.Join(gitdir, "commondir")); err == nil {
+		common := strings.TrimSpace(string(c))
+		if !filepath.IsAbs(common) {
+			common = filepath.Join(gitdir, common)
+		}
+		common = filepath.Clean(common)
+		out = append([]sandbox.Bind{{Src: common, Dst: common}}, out...)
+	}
+	return out
 }

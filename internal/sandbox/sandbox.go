@@ -66,6 +66,9 @@ type Spec struct {
 	// expanded; the nerve binary's directory; the thread snapshot). A
 	// path that does not exist is skipped.
 	Read []string
+	// Executables are programs besides the CLI the turn must be able to
+	// run (the nerve binary): bound like the CLI's own (see Command).
+	Executables []string
 	// Hide are host paths that must not be seen even where a bound tree
 	// holds them (NERVE_HOME): each becomes an empty tmpfs. A Read path
 	// beneath one is still bound.
@@ -106,7 +109,8 @@ func under(p, dir string) bool {
 // mount is one step of the sandbox's file system, in the order bwrap
 // makes them: a parent before what is mounted beneath it.
 type mount struct {
-	op       string // --ro-bind-try, --bind, --tmpfs
+	rank     int
+	op       string // --ro-bind-try, --ro-bind, --bind, --tmpfs
 	src, dst string
 }
 
@@ -142,38 +146,40 @@ func (s *Spec) Command(binary string, args []string) (path string, argv []string
 	argv = append(argv, "--proc", "/proc", "--dev", "/dev")
 
 	var ms []mount
-	tmpfs := func(p string) {
-		if p != "" && p != "/" {
-			ms = append(ms, mount{op: "--tmpfs", dst: filepath.Clean(p)})
+	add := func(rank int, op, src, dst string) {
+		if dst != "" && dst != "/" {
+			ms = append(ms, mount{rank: rank, op: op, src: src, dst: filepath.Clean(dst)})
 		}
 	}
-	tmpfs("/tmp")
-	tmpfs(s.Home)
-	for _, h := range s.Hide {
-		tmpfs(h)
-	}
-	ro := func(p string) {
-		if p != "" {
-			ms = append(ms, mount{op: "--ro-bind-try", src: p, dst: p})
-		}
-	}
+	// Ranks order mounts at the same depth: the empty trees first, then
+	// what is bound into them, then NERVE_HOME hidden over whatever
+	// bound tree holds it.
+	add(0, "--tmpfs", "", "/tmp")
+	add(0, "--tmpfs", "", s.Home)
 	for _, p := range s.Read {
-		ro(p)
+		add(1, "--ro-bind-try", p, p)
 	}
-	for _, d := range binaryDirs(binary) {
-		ro(d)
+	for _, b := range append([]string{binary}, s.Executables...) {
+		for _, p := range binaryPaths(b, s.covered) {
+			add(1, "--ro-bind", p, p)
+		}
 	}
 	for _, b := range s.State {
-		ms = append(ms, bindMount(b))
+		add(1, bindOp(b), b.Src, b.Dst)
 	}
-	if s.Workdir != "" {
-		ms = append(ms, mount{op: "--bind", src: s.Workdir, dst: s.Workdir})
+	add(1, "--bind", s.Workdir, s.Workdir)
+	for _, h := range s.Hide {
+		add(2, "--tmpfs", "", h)
 	}
-	// Parents first; among equals, in the order above (a tmpfs before a
-	// bind at the same path would hide it, so binds win by coming later).
-	slices.SortStableFunc(ms, func(a, b mount) int { return depth(a.dst) - depth(b.dst) })
+	// Parents before what is mounted beneath them.
+	slices.SortStableFunc(ms, func(a, b mount) int {
+		if d := depth(a.dst) - depth(b.dst); d != 0 {
+			return d
+		}
+		return a.rank - b.rank
+	})
 	for _, b := range s.Extra.Binds {
-		ms = append(ms, bindMount(b))
+		ms = append(ms, mount{op: bindOp(b), src: b.Src, dst: b.Dst})
 	}
 	for _, m := range ms {
 		if m.op == "--tmpfs" {
@@ -182,6 +188,8 @@ func (s *Spec) Command(binary string, args []string) (path string, argv []string
 			argv = append(argv, m.op, m.src, m.dst)
 		}
 	}
+	// Nothing outside the binds is writable (the root is bwrap's tmpfs).
+	argv = append(argv, "--remount-ro", "/")
 	if s.Workdir != "" {
 		argv = append(argv, "--chdir", s.Workdir)
 	}
@@ -195,26 +203,47 @@ func (s *Spec) Command(binary string, args []string) (path string, argv []string
 	return path, argv, env
 }
 
-func bindMount(b Bind) mount {
+func bindOp(b Bind) string {
 	if b.Write {
-		return mount{op: "--bind", src: b.Src, dst: b.Dst}
+		return "--bind"
 	}
-	return mount{op: "--ro-bind", src: b.Src, dst: b.Dst}
+	return "--ro-bind"
 }
 
-// binaryDirs are the directories that make binary runnable inside when
-// it lives outside the system's trees: its own directory (PATH finds it
-// there) and, when it is a link (npm's node_modules/.bin/claude), the
-// package tree it points into (the node_modules holding it, for its
-// dependencies).
-func binaryDirs(binary string) []string {
+// covered reports whether binding dir would show more than it should:
+// it is HOME, or holds HOME or a hidden path.
+func (s *Spec) covered(dir string) bool {
+	if s.Home != "" && under(s.Home, dir) {
+		return true
+	}
+	for _, h := range s.Hide {
+		if under(h, dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// binaryPaths make binary runnable inside when it lives outside the
+// system's trees: its own directory (PATH finds it there) and, when it is
+// a link (npm's node_modules/.bin/claude), the package tree it points into
+// (the node_modules holding it, for its dependencies). A directory that
+// would show HOME or NERVE_HOME (covered) is replaced by the file alone.
+func binaryPaths(binary string, covered func(string) bool) []string {
 	if binary == "" || !filepath.IsAbs(binary) {
 		return nil
 	}
 	var out []string
-	if d := filepath.Dir(binary); !systemPath(d) {
-		out = append(out, d)
+	keep := func(dir, file string) {
+		switch {
+		case systemPath(dir):
+		case covered(dir):
+			out = append(out, file)
+		default:
+			out = append(out, dir)
+		}
 	}
+	keep(filepath.Dir(binary), binary)
 	real, err := filepath.EvalSymlinks(binary)
 	if err != nil || real == binary {
 		return out
@@ -223,9 +252,7 @@ func binaryDirs(binary string) []string {
 	if i := strings.LastIndex(d, "/node_modules/"); i >= 0 {
 		d = d[:i+len("/node_modules")]
 	}
-	if !systemPath(d) && !slices.Contains(out, d) {
-		out = append(out, d)
-	}
+	keep(d, real)
 	return out
 }
 
