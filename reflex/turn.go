@@ -253,6 +253,7 @@ func (x *Executor) Run(ctx context.Context, t *Turn) (a Answer, ok bool) {
 	}
 	actx, endRun := telemetry.StartAdapter(ctx, t.Adapter)
 	res, err := ad.Run(actx, req)
+	res, err = maskOutput(cfg, res, err)
 	endRun(err)
 	if ctx.Err() != nil {
 		return Answer{}, false
