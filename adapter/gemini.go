@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/nerve-agents/nerve/internal/sandbox"
 	"github.com/nerve-agents/nerve/internal/usage"
 )
 
@@ -72,6 +73,7 @@ func buildGemini(a *cliAdapter, req Request) (inv *invocation, err error) {
 	}
 	cleanup := func() { os.RemoveAll(dir) }
 	inv.cleanup = cleanup
+	inv.binds = []sandbox.Bind{{Src: dir, Dst: dir, Write: true}}
 	defer func() {
 		if err != nil {
 			cleanup()

@@ -1,0 +1,48 @@
+package sandbox
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+)
+
+// probe is the cached answer of Available: bwrap's path and whether a
+// sandbox like a turn's starts here.
+var probe = sync.OnceValues(func() (string, error) {
+	path := bwrapPath()
+	if path == "" {
+		return "", errors.New("bwrap not found on PATH (install bubblewrap)")
+	}
+	s := &Spec{Bwrap: path, Network: NetNone}
+	p, argv, env := s.Command("/bin/true", nil)
+	cmd := exec.Command(p, argv[1:]...)
+	cmd.Env = env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		// Typically: user namespaces are disabled for unprivileged users
+		// (kernel.unprivileged_userns_clone=0, AppArmor's restriction).
+		return "", fmt.Errorf("bwrap does not start a sandbox here: %s", msg)
+	}
+	return path, nil
+})
+
+// Available reports whether bwrap works here: nil, or why not. The probe
+// runs once per process.
+func Available() error {
+	_, err := probe()
+	return err
+}
+
+// bwrapPath is bwrap on the daemon's PATH, "" when there is none.
+var bwrapPath = sync.OnceValue(func() string {
+	p, _ := exec.LookPath("bwrap")
+	return p
+})
