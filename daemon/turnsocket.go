@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nerve-agents/nerve/internal/sandbox"
 	"github.com/nerve-agents/nerve/reflex"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -155,14 +157,26 @@ func (s *turnSocket) close() {
 	})
 }
 
-// forTurn opens the socket of turn t, which works in workdir, and returns
-// its path and the func that closes it.
-func (ts *turnSockets) forTurn(t *reflex.Turn, workdir string) (string, func(), error) {
+// service is the turn socket as a per-turn service of the executor: the
+// socket is bound into the sandbox at its own path, so NERVE_TURN_SOCKET
+// names it in every posture (the executor sets the variable with or
+// without a sandbox, and binds only within one).
+func (ts *turnSockets) service(_ context.Context, t *reflex.Turn, _ string) (sandbox.Extra, func(), error) {
+	path, end, err := ts.forTurn(t)
+	if err != nil {
+		return sandbox.Extra{}, nil, err
+	}
+	return sandbox.Extra{Binds: []sandbox.Bind{{Src: path, Dst: path}}, Env: []string{TurnSocketEnv + "=" + path}}, end, nil
+}
+
+// forTurn opens the socket of turn t (t.Workdir where it works) and
+// returns its path and the func that closes it.
+func (ts *turnSockets) forTurn(t *reflex.Turn) (string, func(), error) {
 	ref, err := workflow.ParseRef(t.Ref)
 	if err != nil || ref.Thread == "" {
 		return "", nil, fmt.Errorf("turn socket: the turn's thread %q is no thread ref", t.Ref)
 	}
-	s, err := ts.open(&turnScope{ref: ref, step: t.Step, workdir: workdir, history: t.History})
+	s, err := ts.open(&turnScope{ref: ref, step: t.Step, workdir: t.Workdir, history: t.History})
 	if err != nil {
 		return "", nil, err
 	}

@@ -66,7 +66,7 @@ func turnSocketDaemon(t *testing.T) (d *Daemon, own, other, child *workflow.Thre
 func openTurnSocket(t *testing.T, d *Daemon, ref string, workdir string, history []workflow.Message) (*Client, string, func()) {
 	t.Helper()
 	ts := newTurnSockets(d)
-	path, end, err := ts.forTurn(&reflex.Turn{Ref: ref, Step: 1, History: history}, workdir)
+	path, end, err := ts.forTurn(&reflex.Turn{Ref: ref, Step: 1, History: history, Workdir: workdir})
 	if err != nil {
 		t.Fatal(err)
 	}
