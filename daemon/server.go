@@ -80,6 +80,12 @@ func (d *Daemon) handleStart(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeUsage, "malformed request: "+err.Error(), "")
 		return
 	}
+	d.startThread(w, r, req)
+}
+
+// startThread starts the thread req asks for and answers with it: the
+// control socket's start and a turn's child start (turnsocket.go) alike.
+func (d *Daemon) startThread(w http.ResponseWriter, r *http.Request, req StartRequest) {
 	cfg := d.config()
 	var (
 		def *workflow.Definition

@@ -16,17 +16,19 @@ import (
 // turns, and records detections in the daemon's store.
 func newExecutor(d *Daemon, r *runner) *reflex.Executor {
 	return reflex.NewExecutor(reflex.Deps{
-		Config:       d.config,
-		Executable:   d.opts.Executable,
-		Home:         d.paths.Home,
-		Snapshots:    r.snaps,
-		Procs:        r,
-		Tracker:      r,
-		Log:          d.log,
-		Workspaces:   r.ws,
-		Scratch:      r.scratch,
-		Gate:         d.gate,
-		TurnServices: []reflex.TurnService{d.netService},
+		Config:     d.config,
+		Executable: d.opts.Executable,
+		Home:       d.paths.Home,
+		Snapshots:  r.snaps,
+		Procs:      r,
+		Tracker:    r,
+		Log:        d.log,
+		Workspaces: r.ws,
+		Scratch:    r.scratch,
+		Gate:       d.gate,
+		// tsock: each turn's channel to nerve, with its rights only;
+		// net: its network (the allow-list proxy) and secrets.
+		TurnServices: []reflex.TurnService{newTurnSockets(d).service, d.netService},
 	})
 }
 

@@ -165,7 +165,9 @@ func hideHome(env []string) []string {
 // back with the services' added, and without NERVE_HOME in a sandbox.
 // end ends the services; it is never nil.
 func (x *Executor) enclose(ctx context.Context, cfg *config.Config, t *Turn, workdir, snap string, env []string) ([]string, *sandbox.Spec, func(), error) {
-	extra, end, err := x.turnServices(ctx, t)
+	at := *t
+	at.Workdir = workdir // the services see where the turn works: its worktree or scratch directory too
+	extra, end, err := x.turnServices(ctx, &at)
 	if err != nil {
 		return nil, nil, end, fmt.Errorf("start the turn's services: %w", err)
 	}

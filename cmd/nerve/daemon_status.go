@@ -38,9 +38,9 @@ func newCmdDaemonStatus(f *Factory, runF func(*daemonStatusOptions) error) *cobr
 
 func daemonStatusRun(ctx context.Context, f *Factory, opts *daemonStatusOptions) error {
 	paths := config.Paths{Home: config.Home(f.Getenv)}
-	st, err := daemon.NewClient(paths.Socket()).Status(ctx)
+	st, err := controlClient(f.Getenv).Status(ctx) // a turn's socket refuses it
 	var nr *daemon.NotRunningError
-	if errors.As(err, &nr) {
+	if errors.As(err, &nr) && !nr.Turn {
 		if opts.JSON {
 			_ = json.NewEncoder(f.IO.Out).Encode(notRunningStatus(paths.Home))
 		} else {
