@@ -26,9 +26,8 @@ func newExecutor(d *Daemon, r *runner) *reflex.Executor {
 		Workspaces: r.ws,
 		Scratch:    r.scratch,
 		Gate:       d.gate,
-		// tsock: each turn's channel to nerve, with its rights only;
-		// net: its network (the allow-list proxy) and secrets.
-		TurnServices: []reflex.TurnService{newTurnSockets(d).service, d.netService},
+		// The network proxy and the per-turn socket.
+		TurnServices: turnServices(d, r),
 	})
 }
 

@@ -147,22 +147,11 @@ func ensureState(p string, file bool) error {
 	return errors.Join(err, f.Close())
 }
 
-// hideHome drops NERVE_HOME from a sandboxed turn's variables: it is
-// not there, and nerve inside reaches the daemon through what the
-// per-turn services add.
-func hideHome(env []string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "NERVE_HOME=") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
 // enclose runs the turn's services and builds its sandbox (nil when the
 // adapter runs without one). env is the turn's own variables; it comes
-// back with the services' added, and without NERVE_HOME in a sandbox.
+// back with the services' added. NERVE_HOME stays named (the example
+// agent checks its workdir against it) but is an empty, read-only
+// directory inside.
 // end ends the services; it is never nil.
 func (x *Executor) enclose(ctx context.Context, cfg *config.Config, t *Turn, workdir, snap string, env []string) ([]string, *sandbox.Spec, func(), error) {
 	at := *t
@@ -177,7 +166,6 @@ func (x *Executor) enclose(ctx context.Context, cfg *config.Config, t *Turn, wor
 		return env, nil, end, err
 	}
 	ac, _ := cfg.AdapterConfig(t.Adapter)
-	env = hideHome(env)
 	spec, err := x.sandboxSpec(cfg, ac, workdir, snap, env, extra)
 	return env, spec, end, err
 }

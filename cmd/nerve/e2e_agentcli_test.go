@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/internal/fakemodel"
+	"github.com/nerve-agents/nerve/internal/sandbox"
 )
 
 // The real agent CLIs, run as nerve adapters by a real daemon against a
@@ -55,10 +56,23 @@ roles:
 `
 
 // agentEnvFor is a nerve home whose "agent" role runs cli against m under
-// the posture perm ("": the default).
+// the posture perm ("": the default), in the sandbox's default posture
+// (bwrap, network by allow-list: the model endpoint is reached through
+// the daemon's proxy) where bubblewrap works.
 func agentEnvFor(t *testing.T, cli string, m *fakemodel.Server, timeout, perm string) *env {
 	e := newEnv(t)
-	model, cliEnv, err := fakemodel.Setup(cli, mkdir(t, e.home, "cli"), m.URL)
+	var model string
+	var cliEnv map[string]string
+	var err error
+	if sandbox.Available() == nil {
+		// The CLI's HOME inside is its state directory of its own.
+		e.extra = append(e.extra, "NERVE_DAEMON_SANDBOX=bwrap")
+		model, cliEnv, err = fakemodel.SetupHome(cli, filepath.Join(e.home, "sandbox", cli), m.URL)
+	} else {
+		t.Logf("bwrap does not work here: %s runs without a sandbox", cli)
+		e.extra = append(e.extra, "NERVE_DAEMON_SANDBOX=none")
+		model, cliEnv, err = fakemodel.Setup(cli, mkdir(t, e.home, "cli"), m.URL)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

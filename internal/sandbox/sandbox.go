@@ -188,7 +188,12 @@ func (s *Spec) Command(binary string, args []string) (path string, argv []string
 			argv = append(argv, m.op, m.src, m.dst)
 		}
 	}
-	// Nothing outside the binds is writable (the root is bwrap's tmpfs).
+	// Nothing outside the binds is writable: not the root (bwrap's
+	// tmpfs), nor what hides NERVE_HOME (a nerve inside could start a
+	// daemon of its own there).
+	for _, h := range s.Hide {
+		argv = append(argv, "--remount-ro", filepath.Clean(h))
+	}
 	argv = append(argv, "--remount-ro", "/")
 	if s.Workdir != "" {
 		argv = append(argv, "--chdir", s.Workdir)
