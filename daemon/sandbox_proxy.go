@@ -86,16 +86,11 @@ func (d *Daemon) netService(ctx context.Context, t *reflex.Turn, name string) (s
 	return extra, end, nil
 }
 
-// sandboxedTurn reports whether adapter name's turns run in bwrap (as
-// the executor decides it: auto means where bwrap works).
+// sandboxedTurn reports whether adapter name's turns run in bwrap, as
+// the executor decides it.
 func sandboxedTurn(cfg *config.Config, name string) bool {
-	switch cfg.SandboxMode(name) {
-	case sandbox.ModeNone:
-		return false
-	case sandbox.ModeBwrap:
-		return true
-	}
-	return sandbox.Available() == nil
+	eff, _ := sandbox.Effective(cfg.SandboxMode(name))
+	return eff == sandbox.ModeBwrap
 }
 
 // netPlan is one turn's network: the proxy's allow-list, the bridge's
