@@ -72,6 +72,7 @@ func (d *Daemon) netService(ctx context.Context, t *reflex.Turn, name string) (s
 		p.Close()
 		os.RemoveAll(dir)
 	}
+	log.Info("sandbox network by allow-list", "hosts", plan.hosts, "bridge", plan.flags)
 	proxyURL := "http://127.0.0.1:" + strconv.Itoa(plan.proxyPort)
 	extra.Binds = []sandbox.Bind{{Src: filepath.Join(dir, "proxy.sock"), Dst: proxySocketInside}}
 	extra.Env = append(extra.Env,

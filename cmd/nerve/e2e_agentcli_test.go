@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -125,6 +126,7 @@ func quoteThread(t *testing.T, cli, perm string) {
 			t.Errorf("read-only offered the model a write tool (%s)", writeTool.FindString(b))
 		}
 	}
+	checkProxied(t, e, m)
 	noProcessLeft(t, e)
 }
 
@@ -153,6 +155,23 @@ func TestE2EAgentCLIsEndpointFailures(t *testing.T) {
 			})
 		}
 	}
+}
+
+// checkProxied fails t unless e's turns ran in a sandbox whose proxy
+// admitted m and forwarded its address inside (the daemon logs both).
+func checkProxied(t *testing.T, e *env, m *fakemodel.Server) {
+	t.Helper()
+	if !slices.Contains(e.extra, "NERVE_DAEMON_SANDBOX=bwrap") {
+		return
+	}
+	host := strings.TrimPrefix(m.URL, "http://")
+	log, _ := os.ReadFile(filepath.Join(e.home, "nerve.log"))
+	for _, l := range strings.Split(string(log), "\n") {
+		if strings.Contains(l, "sandbox network by allow-list") && strings.Contains(l, "--forward "+host) {
+			return
+		}
+	}
+	t.Errorf("no turn's network was the proxy forwarding %s:\n%s", host, log)
 }
 
 func tail(ss []string, n int) string {
