@@ -77,6 +77,13 @@ func agentEnvFor(t *testing.T, cli string, m *fakemodel.Server, timeout, perm st
 	if err != nil {
 		t.Fatal(err)
 	}
+	writeAgentConfig(e, cli, model, cliEnv, timeout, perm)
+	return e
+}
+
+// writeAgentConfig writes e's nerve.yaml and quote workflow: a scribe,
+// then cli as the agent with model, env, timeout and posture perm.
+func writeAgentConfig(e *env, cli, model string, cliEnv map[string]string, timeout, perm string) {
 	ad := map[string]any{"env": cliEnv, "timeout": timeout}
 	if model != "" {
 		ad["model"] = model
@@ -87,7 +94,6 @@ func agentEnvFor(t *testing.T, cli string, m *fakemodel.Server, timeout, perm st
 	adJSON, _ := json.Marshal(ad)
 	e.write("nerve.yaml", fmt.Sprintf("adapters:\n  scribe: {type: exec, command: [/bin/echo, %q]}\n  %s: %s\n", theWord, cli, adJSON))
 	e.write("workflows/quote.yaml", strings.Replace(quoteWorkflow, "AGENT", cli, 1))
-	return e
 }
 
 // writeTool matches a write tool of nerve's as a CLI names it to the model

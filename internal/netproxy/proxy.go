@@ -194,6 +194,23 @@ func (p *Proxy) track(c net.Conn) bool {
 	return true
 }
 
+// adopt has Close close c too (a tunnel's upstream: a half-closed tunnel
+// whose server never ends would otherwise outlive the proxy); release
+// forgets it.
+func (p *Proxy) adopt(c net.Conn) (release func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		c.Close()
+	}
+	p.tunnels[c] = struct{}{}
+	return func() {
+		p.mu.Lock()
+		delete(p.tunnels, c)
+		p.mu.Unlock()
+	}
+}
+
 func (p *Proxy) untrack(c net.Conn) {
 	c.Close()
 	p.mu.Lock()

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // upstream is a model endpoint on loopback that records each request's
@@ -193,5 +194,38 @@ func TestProxyTunnelToASecretHostIsForwarded(t *testing.T) {
 	}
 	if got := up.seen(); len(got) != 2 || got[0] != host+" |Bearer tok" {
 		t.Errorf("upstream saw %q, want Authorization: Bearer tok twice", got)
+	}
+}
+
+// TestProxyCloseEndsHalfClosedTunnels: a tunnel whose client has gone
+// but whose server never answers ends when the proxy closes (at the end
+// of the turn), not never.
+func TestProxyCloseEndsHalfClosedTunnels(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // holds it open, says nothing
+		}
+	}()
+	tp := startProxy(t, []string{ln.Addr().String()}, nil, nil)
+	code, c, _ := tp.connect(t, ln.Addr().String())
+	if code != 200 {
+		t.Fatalf("CONNECT: %d", code)
+	}
+	c.(*net.UnixConn).CloseWrite()
+	done := make(chan struct{})
+	go func() { tp.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waits for a tunnel whose server never ends")
 	}
 }

@@ -70,6 +70,7 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 		up.Close()
 		p.serveTunnel(conn, brw.Reader, "http", hostport)
 	default:
+		defer p.adopt(up)()
 		// Bytes the server's reader took already go first.
 		if n := brw.Reader.Buffered(); n > 0 {
 			b, _ := brw.Reader.Peek(n)
