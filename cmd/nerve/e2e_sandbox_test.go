@@ -139,7 +139,7 @@ func TestE2ESandboxWalls(t *testing.T) {
 	if st.Sandbox.Mode != "auto" || st.Sandbox.Effective != "bwrap" || st.Sandbox.Network != "allow-list" || st.Sandbox.Warning != nil {
 		t.Errorf("daemon status --json sandbox: %+v", st.Sandbox)
 	}
-	if r := w.e.must(0, "daemon", "status"); !strings.Contains(r.stdout, "sandbox:  bwrap (network allow-list)\n") {
+	if r := w.e.must(0, "daemon", "status"); !strings.Contains(r.stdout, "sandbox:  bwrap · network allow-list (daemon.sandbox: auto)\n") {
 		t.Errorf("daemon status:\n%s", r.stdout)
 	}
 }
