@@ -199,3 +199,17 @@ func pidsRunning(s string) []int {
 	}
 	return out
 }
+
+// unsandboxed has this env's daemon run turns without a sandbox
+// (NERVE_DAEMON_SANDBOX=none, as a person debugging a fake agent would):
+// for a test whose fake agent shares NERVE_HOME with the test (its flags,
+// outputs and escapees live there) or reaches the daemon through
+// nerve.sock, both of which the sandbox hides by design. why says which;
+// the sandboxed posture is TestE2ESandbox*'s.
+func (e *env) unsandboxed(why string) {
+	e.t.Helper()
+	if why == "" {
+		e.t.Fatal("say why the test runs unsandboxed")
+	}
+	e.extra = append(e.extra, "NERVE_DAEMON_SANDBOX=none")
+}
