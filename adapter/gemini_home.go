@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
-	"github.com/nerve-agents/nerve/internal/sandbox"
 )
 
 // Gemini reads mcpServers from settings files only: the system file (which
@@ -35,25 +33,10 @@ func geminiUserHome(cfgEnv map[string]string) string {
 	return h
 }
 
-// geminiHomes are the home whose .gemini nerve reads the user's settings
-// from and the one the CLI sees it at: the same but in a sandbox, where
-// the CLI's .gemini is its state directory (under NERVE_HOME/sandbox, or
-// the real one with share_state) bound at the sandbox's HOME.
-func geminiHomes(cfgEnv map[string]string, box *sandbox.Spec) (read, seen string) {
-	if box != nil && box.Home != "" {
-		for _, b := range box.State {
-			if b.Dst == filepath.Join(box.Home, ".gemini") {
-				return filepath.Dir(b.Src), box.Home
-			}
-		}
-	}
-	h := geminiUserHome(cfgEnv)
-	return h, h
-}
-
-// geminiTurnHome makes dir/home/.gemini from userHome's, linking to its
-// entries as they are seen at seenHome, and returns dir/home.
-func geminiTurnHome(dir, userHome, seenHome string, s *MCPServer, perm string) (string, error) {
+// geminiTurnHome makes dir/home/.gemini from userHome's and returns
+// dir/home. onHost maps a path as the CLI sees it to where nerve reads
+// it (in a sandbox, ~/.gemini is the per-adapter state directory).
+func geminiTurnHome(dir, userHome string, s *MCPServer, perm string, onHost func(string) string) (string, error) {
 	home := filepath.Join(dir, "home")
 	gdir := filepath.Join(home, ".gemini")
 	if err := os.MkdirAll(gdir, 0o700); err != nil {
@@ -63,18 +46,18 @@ func geminiTurnHome(dir, userHome, seenHome string, s *MCPServer, perm string) (
 	var src string
 	if userHome != "" {
 		src = filepath.Join(userHome, ".gemini")
-		b, err := os.ReadFile(filepath.Join(src, "settings.json"))
+		b, err := os.ReadFile(onHost(filepath.Join(src, "settings.json")))
 		if err == nil {
 			if err := json.Unmarshal(stripJSONComments(b), &settings); err != nil {
 				return "", fmt.Errorf("read gemini settings %s: %w", filepath.Join(src, "settings.json"), err)
 			}
 		}
-		entries, _ := os.ReadDir(src)
+		entries, _ := os.ReadDir(onHost(src))
 		for _, e := range entries {
 			if e.Name() == "settings.json" {
 				continue
 			}
-			if err := os.Symlink(filepath.Join(seenHome, ".gemini", e.Name()), filepath.Join(gdir, e.Name())); err != nil {
+			if err := os.Symlink(filepath.Join(src, e.Name()), filepath.Join(gdir, e.Name())); err != nil {
 				return "", fmt.Errorf("link gemini %s: %w", e.Name(), err)
 			}
 		}

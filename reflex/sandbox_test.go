@@ -144,3 +144,23 @@ func TestTurnExecutorSandboxModes(t *testing.T) {
 		}
 	}
 }
+
+// A worktree's git directory is bound read-write and its repository's
+// common directory read-only, so git works inside; a plain directory
+// needs nothing.
+func TestGitBinds(t *testing.T) {
+	dir := t.TempDir()
+	repo, tree := filepath.Join(dir, "repo.git"), filepath.Join(dir, "tree")
+	gitdir := filepath.Join(repo, "worktrees", "tree")
+	os.MkdirAll(gitdir, 0o700)
+	os.MkdirAll(tree, 0o700)
+	os.WriteFile(filepath.Join(tree, ".git"), []byte("gitdir: "+gitdir+"\n"), 0o600)
+	os.WriteFile(filepath.Join(gitdir, "commondir"), []byte("../..\n"), 0o600)
+	want := []sandbox.Bind{{Src: repo, Dst: repo}, {Src: gitdir, Dst: gitdir, Write: true}}
+	if got := gitBinds(tree); !slices.Equal(got, want) {
+		t.Fatalf("binds %+v\nwant %+v", got, want)
+	}
+	if got := gitBinds(dir); got != nil {
+		t.Fatalf("a plain directory: %+v", got)
+	}
+}

@@ -120,7 +120,7 @@ func printStatus(io *IOStreams, st *daemon.Status) {
 func printSandbox(w io.Writer, s daemon.SandboxStatus) {
 	line := s.Effective
 	if s.Effective == "bwrap" {
-		line += " (network " + s.Network + ")"
+		line += " · network " + s.Network
 	}
 	if s.Mode != s.Effective {
 		line += " (daemon.sandbox: " + s.Mode + ")"

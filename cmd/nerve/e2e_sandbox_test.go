@@ -139,7 +139,7 @@ func TestE2ESandboxWalls(t *testing.T) {
 	if st.Sandbox.Mode != "auto" || st.Sandbox.Effective != "bwrap" || st.Sandbox.Network != "allow-list" || st.Sandbox.Warning != nil {
 		t.Errorf("daemon status --json sandbox: %+v", st.Sandbox)
 	}
-	if r := w.e.must(0, "daemon", "status"); !strings.Contains(r.stdout, "sandbox:  bwrap (network allow-list)\n") {
+	if r := w.e.must(0, "daemon", "status"); !strings.Contains(r.stdout, "sandbox:  bwrap · network allow-list (daemon.sandbox: auto)\n") {
 		t.Errorf("daemon status:\n%s", r.stdout)
 	}
 }
@@ -198,4 +198,18 @@ func pidsRunning(s string) []int {
 		out = append(out, pid)
 	}
 	return out
+}
+
+// unsandboxed has this env's daemon run turns without a sandbox
+// (NERVE_DAEMON_SANDBOX=none, as a person debugging a fake agent would):
+// for a test whose fake agent shares NERVE_HOME with the test (its flags,
+// outputs and escapees live there) or reaches the daemon through
+// nerve.sock, both of which the sandbox hides by design. why says which;
+// the sandboxed posture is TestE2ESandbox*'s.
+func (e *env) unsandboxed(why string) {
+	e.t.Helper()
+	if why == "" {
+		e.t.Fatal("say why the test runs unsandboxed")
+	}
+	e.extra = append(e.extra, "NERVE_DAEMON_SANDBOX=none")
 }

@@ -160,7 +160,7 @@ func (s *Spec) Command(binary string, args []string) (path string, argv []string
 		add(1, "--ro-bind-try", p, p)
 	}
 	for _, b := range append([]string{binary}, s.Executables...) {
-		for _, p := range binaryPaths(b, s.covered) {
+		for _, p := range binaryPaths(b, s.Covers) {
 			add(1, "--ro-bind", p, p)
 		}
 	}
@@ -215,9 +215,9 @@ func bindOp(b Bind) string {
 	return "--ro-bind"
 }
 
-// covered reports whether binding dir would show more than it should:
+// Covers reports whether binding dir would show more than it should:
 // it is HOME, or holds HOME or a hidden path.
-func (s *Spec) covered(dir string) bool {
+func (s *Spec) Covers(dir string) bool {
 	if s.Home != "" && under(s.Home, dir) {
 		return true
 	}
@@ -233,7 +233,7 @@ func (s *Spec) covered(dir string) bool {
 // system's trees: its own directory (PATH finds it there) and, when it is
 // a link (npm's node_modules/.bin/claude), the package tree it points into
 // (the node_modules holding it, for its dependencies). A directory that
-// would show HOME or NERVE_HOME (covered) is replaced by the file alone.
+// would show HOME or NERVE_HOME (Covers) is replaced by the file alone.
 func binaryPaths(binary string, covered func(string) bool) []string {
 	if binary == "" || !filepath.IsAbs(binary) {
 		return nil
