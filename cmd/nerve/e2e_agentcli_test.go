@@ -92,9 +92,7 @@ func writeAgentConfig(e *env, cli, model string, cliEnv map[string]string, timeo
 		ad["permissions"] = perm
 	}
 	adJSON, _ := json.Marshal(ad)
-	// The sandbox's own network until the allow-list's proxy reaches the
-	// fake model endpoint on loopback.
-	e.write("nerve.yaml", fmt.Sprintf("adapters:\n  scribe: {type: exec, command: [/bin/echo, %q]}\n  %s: %s\nsandbox: {network: open}\n", theWord, cli, adJSON))
+	e.write("nerve.yaml", fmt.Sprintf("adapters:\n  scribe: {type: exec, command: [/bin/echo, %q]}\n  %s: %s\n", theWord, cli, adJSON))
 	e.write("workflows/quote.yaml", strings.Replace(quoteWorkflow, "AGENT", cli, 1))
 }
 
