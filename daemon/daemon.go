@@ -51,8 +51,8 @@ type Daemon struct {
 	// open; knowledgeQueries counts the queries it answered.
 	knowledge        knowledge.Readers
 	knowledgeQueries atomic.Int64
-	// netRefused counts the hosts the turns' proxies refused (/metrics).
-	netRefused refusedHosts
+	// netSeen counts the hosts the turns' proxies refused (/metrics).
+	netSeen netRecord
 
 	mu       sync.RWMutex
 	cfg      *config.Config

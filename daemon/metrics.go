@@ -89,7 +89,7 @@ func (d *Daemon) writeMetrics(out io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "# HELP nerve_sandbox_proxy_refused_total Connections the turns' sandbox proxies refused, by host (past 50 hosts: other).\n# TYPE nerve_sandbox_proxy_refused_total counter\n")
-	refused := d.netRefused.counts()
+	refused := d.netSeen.counts()
 	for _, h := range slices.Sorted(maps.Keys(refused)) {
 		fmt.Fprintf(w, "nerve_sandbox_proxy_refused_total{host=%s} %d\n", label(h), refused[h])
 	}

@@ -38,7 +38,9 @@ func (d *Daemon) netService(ctx context.Context, t *reflex.Turn, name string) (s
 		v, ok := os.LookupEnv(s.Env)
 		switch {
 		case !ok:
-			d.log.Warn("sandbox secret not set in the daemon's environment", "env", s.Env)
+			if d.netSeen.warnOnce(s.Env) {
+				d.log.Warn("sandbox secret not set in the daemon's environment", "env", s.Env)
+			}
 		case s.Host == "":
 			extra.Env = append(extra.Env, s.Env+"="+v)
 		default:
@@ -63,7 +65,7 @@ func (d *Daemon) netService(ctx context.Context, t *reflex.Turn, name string) (s
 	}
 	log := d.log.With("thread", t.Thread, "step", t.Step, "adapter", name)
 	p, err := netproxy.Listen(filepath.Join(dir, "proxy.sock"), netproxy.Options{Policy: pol, Secrets: hosted,
-		Log: log, Refused: d.netRefused.add})
+		Log: log, Refused: d.netSeen.add})
 	if err != nil {
 		os.RemoveAll(dir)
 		return extra, nil, err
@@ -163,17 +165,32 @@ func planNetwork(cfg *config.Config, ac config.Adapter, eps []modelEndpoint, sec
 	return pl
 }
 
-// refusedHosts counts the hosts the turns' proxies refused, for
+// netRecord counts the hosts the turns' proxies refused, for
 // /metrics: by name for the first maxRefusedHosts, then as "other", so
 // an agent trying many names cannot grow the series without bound.
-type refusedHosts struct {
-	mu sync.Mutex
-	n  map[string]int64
+type netRecord struct {
+	mu     sync.Mutex
+	n      map[string]int64
+	warned map[string]bool // secrets' variables found unset, warned of once
+}
+
+// warnOnce reports whether name's absence is news.
+func (r *netRecord) warnOnce(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.warned[name] {
+		return false
+	}
+	if r.warned == nil {
+		r.warned = map[string]bool{}
+	}
+	r.warned[name] = true
+	return true
 }
 
 const maxRefusedHosts = 50
 
-func (r *refusedHosts) add(host string) {
+func (r *netRecord) add(host string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.n == nil {
@@ -185,7 +202,7 @@ func (r *refusedHosts) add(host string) {
 	r.n[host]++
 }
 
-func (r *refusedHosts) counts() map[string]int64 {
+func (r *netRecord) counts() map[string]int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make(map[string]int64, len(r.n))

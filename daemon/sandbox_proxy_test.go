@@ -71,7 +71,7 @@ func TestPlanNetwork(t *testing.T) {
 }
 
 func TestRefusedHostsAreBounded(t *testing.T) {
-	var r refusedHosts
+	var r netRecord
 	for i := range maxRefusedHosts + 10 {
 		r.add(strings.Repeat("h", i+1) + ".example")
 	}
