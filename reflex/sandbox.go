@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/nerve-agents/nerve/adapter"
@@ -99,6 +100,12 @@ func (x *Executor) sandboxSpec(cfg *config.Config, ac config.Adapter, workdir, s
 		}
 	}
 	s.Env = append(s.Env, env...)
+	switch {
+	case slices.Contains(s.Hide, filepath.Clean(workdir)):
+		x.deps.Log.Warn("sandbox: the turn's workdir is NERVE_HOME, which the sandbox hides: the agent sees an empty directory; start the thread elsewhere (--workdir)", "workdir", workdir)
+	case s.Covers(workdir):
+		x.deps.Log.Warn("sandbox: the turn's workdir holds HOME or NERVE_HOME, so the agent sees all that lies under it (NERVE_HOME aside); start the thread in a project directory", "workdir", workdir)
+	}
 	return s, nil
 }
 

@@ -213,3 +213,53 @@ func (e *env) unsandboxed(why string) {
 	}
 	e.extra = append(e.extra, "NERVE_DAEMON_SANDBOX=none")
 }
+
+// Where bwrap is missing, auto runs turns unsandboxed and says so in
+// `nerve init` and `nerve daemon status` (--json: sandbox.warning);
+// daemon.sandbox: bwrap fails the turn instead, naming the fix.
+func TestE2ESandboxAutoWithoutBwrap(t *testing.T) {
+	w := newSandboxWorld(t)
+	// PATH: everything of /usr/bin but bwrap.
+	bin := t.TempDir()
+	ents, err := os.ReadDir("/usr/bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() != "bwrap" {
+			os.Symlink(filepath.Join("/usr/bin", e.Name()), filepath.Join(bin, e.Name()))
+		}
+	}
+	w.e.extra = append(w.e.extra, "PATH="+bin)
+	const warning = "bwrap not found on PATH: turns run without a sandbox, as you, with all you can read"
+	if r := w.e.must(0, "init"); !strings.Contains(r.stdout, "! sandbox") || !strings.Contains(r.stdout, warning) || !strings.Contains(r.stdout, "apt-get install bubblewrap") {
+		t.Errorf("init does not warn:\n%s", r.stdout)
+	}
+	if out := w.answer(t); !strings.Contains(out, "LEAK pgpassword") {
+		t.Errorf("auto without bwrap: want an unsandboxed turn, got:\n%s", out)
+	}
+	for _, p := range pidsRunning("sleep 300.2071") {
+		syscall.Kill(p, syscall.SIGKILL)
+	}
+	time.Sleep(2500 * time.Millisecond) // unwalled, the late writers may write before the workdir goes
+	var st struct {
+		Sandbox struct {
+			Effective string
+			Warning   *string
+		} `json:"sandbox"`
+	}
+	json.Unmarshal([]byte(w.e.must(0, "daemon", "status", "--json").stdout), &st)
+	if st.Sandbox.Effective != "none" || st.Sandbox.Warning == nil || *st.Sandbox.Warning != warning {
+		t.Errorf("daemon status --json sandbox: %+v", st.Sandbox)
+	}
+	if r := w.e.must(0, "daemon", "status"); !strings.Contains(r.stdout, "sandbox:  none (daemon.sandbox: auto)\n  WARNING: "+warning+"\n") {
+		t.Errorf("daemon status:\n%s", r.stdout)
+	}
+	w.e.must(0, "daemon", "stop")
+	w.e.write("nerve.yaml", "adapters:\n  attacker:\n    type: exec\n    sandbox: bwrap\n    command: [/bin/true]\n")
+	run := decodeRun(t, w.e.must(0, "workflow", "run", filepath.Join(w.e.home, "attack.yaml"), "--workdir", w.work, "--json"))
+	msgs := w.e.must(0, "thread", "messages", run.Thread, "--json").stdout
+	if !strings.Contains(msgs, `sandbox: bwrap does not work here: bwrap not found on PATH (adapter attacker has sandbox: bwrap; install bubblewrap, or set sandbox: none)`) {
+		t.Errorf("sandbox: bwrap without bwrap: the turn's message:\n%s", msgs)
+	}
+}

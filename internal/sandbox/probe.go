@@ -18,7 +18,7 @@ var probe = sync.OnceValues(func() (string, error) {
 	}
 	path := bwrapPath()
 	if path == "" {
-		return "", errors.New("bwrap not found on PATH (install bubblewrap)")
+		return "", errors.New("bwrap not found on PATH")
 	}
 	s := &Spec{Bwrap: path, Network: NetNone}
 	p, argv, env := s.Command("/bin/true", nil)
