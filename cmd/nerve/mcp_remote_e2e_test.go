@@ -105,7 +105,7 @@ roles:
 
 	a.write("release", "")
 	a.must(0, "workflow", "logs", ref, "-f")
-	if got := text(call(t, cs, "notify", map[string]any{"level": "info", "message": "too late"}, true)); !strings.Contains(got, "runs no turn of "+ref) {
+	if got := text(call(t, cs, "notify", map[string]any{"level": "info", "message": "too late"}, true)); !strings.Contains(got, "the turn's channel to nerve does not answer") || !strings.Contains(got, "its turn has ended") {
 		t.Fatalf("notify after the turn: %s", got)
 	}
 }
