@@ -3,6 +3,7 @@ package adapter
 import (
 	"context"
 
+	"github.com/nerve-agents/nerve/internal/sandbox"
 	"github.com/nerve-agents/nerve/internal/usage"
 )
 
@@ -39,6 +40,10 @@ type Request struct {
 	// this turn by the adapters whose CLI speaks MCP (exec, cursor and
 	// hermes ignore it).
 	MCP *MCPServer
+	// Sandbox, when set, is the turn's sandbox: the CLI runs inside it
+	// (bwrap), with its environment instead of the daemon's; nil runs the
+	// CLI as the owner.
+	Sandbox *sandbox.Spec
 }
 
 // Result is what a successful turn produced.

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nerve-agents/nerve/internal/sandbox"
 )
 
 // Permission postures, chosen by the machine owner per adapter instance.
@@ -159,6 +161,9 @@ func resolveType(name string, c Spec) (string, error) {
 		// Silently ignoring it would run a different program than the
 		// owner wrote down.
 		return bad("command", "command is only for type exec (use binary to point %s elsewhere)", typ)
+	}
+	if c.Sandbox != "" && !slices.Contains(sandbox.Modes, c.Sandbox) {
+		return bad("sandbox", "unknown sandbox mode %q (want one of %s)", c.Sandbox, strings.Join(sandbox.Modes, ", "))
 	}
 	if c.Timeout < 0 {
 		return bad("timeout", "negative timeout %s", c.Timeout)

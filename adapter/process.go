@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nerve-agents/nerve/internal/procgroup"
+	"github.com/nerve-agents/nerve/internal/sandbox"
 	"github.com/nerve-agents/nerve/internal/usage"
 )
 
@@ -34,9 +34,12 @@ const maxArgBytes = 128<<10 - 1
 
 // invocation is one turn's command line, as an adapter type builds it.
 type invocation struct {
-	args    []string // after the binary
-	env     []string // the adapter's own variables (quiet, posture)
-	stdin   *string  // nil: /dev/null
+	args  []string // after the binary
+	env   []string // the adapter's own variables (quiet, posture)
+	stdin *string  // nil: /dev/null
+	// binds are paths of the turn's own (a temp dir) a sandbox must
+	// show the CLI read-write.
+	binds   []sandbox.Bind
 	parser  parser
 	cleanup func() // removes temp files; may be nil
 }
@@ -97,7 +100,7 @@ func (a *cliAdapter) Run(ctx context.Context, req Request) (*Result, error) {
 			return nil, a.fail(fmt.Sprintf("an argument of %d bytes (the prompt?) is longer than Linux allows on a command line (128 KiB)", len(arg)), nil)
 		}
 	}
-	env := mergeEnv(os.Environ(), inv.env, sortedEnv(a.cfg.Env), req.Env)
+	env := mergeEnv(baseEnv(req), inv.env, sortedEnv(a.cfg.Env), req.Env)
 	path, err := lookPath(a.info.Binary, envValue(env, "PATH"), req.Workdir)
 	if err != nil {
 		e := a.fail(err.Error(), ErrNotFound)
@@ -117,10 +120,8 @@ func (a *cliAdapter) execute(ctx context.Context, req Request, inv *invocation, 
 		return nil, a.fail("create pipes: "+err.Error(), err)
 	}
 	defer p.close()
-	cmd := exec.Command(path, inv.args...)
-	cmd.Args[0] = a.info.Binary
+	cmd := a.command(req, inv, path, env)
 	cmd.Dir = req.Workdir
-	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = p.childOut, p.childErr
 	if p.child != nil {
 		cmd.Stdin = p.child

@@ -20,6 +20,9 @@ type Spec struct {
 	Permissions string            `yaml:"permissions" json:"permissions,omitempty"`
 	Env         map[string]string `yaml:"env" json:"env,omitempty"`
 	Args        []string          `yaml:"args" json:"args,omitempty"`
+	// Sandbox overrides daemon.sandbox for this instance: auto, bwrap or
+	// none (package internal/sandbox's modes).
+	Sandbox string `yaml:"sandbox" json:"sandbox,omitempty"`
 	// DailyUSD and DailyTokens cap what the instance may spend per UTC
 	// day (nil: no cap). The daemon enforces them, not the adapter: past
 	// one it starts no turn with the instance until 00:00 UTC.

@@ -128,6 +128,7 @@ var overlayKeys = map[string]string{
 	"log.level":                  "log-level",
 	"log.format":                 "log-format",
 	"daemon.shutdown_grace":      "shutdown-grace",
+	"daemon.sandbox":             "sandbox",
 }
 
 // overlay applies the overlayKeys set by environment variables, then
@@ -185,6 +186,7 @@ func overlay(cfg *Config, getenv func(string) string, flags *pflag.FlagSet) (map
 		cfg.Daemon.ShutdownGrace = yamlfile.Duration(d)
 		return nil
 	})
+	set("daemon.sandbox", func(s string) error { cfg.Daemon.Sandbox = s; return nil })
 	return given, err
 }
 

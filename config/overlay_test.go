@@ -50,6 +50,7 @@ func TestBadOverrideNamesItsSource(t *testing.T) {
 		{"env log level", map[string]string{"NERVE_LOG_LEVEL": "loud"}, nil, `NERVE_LOG_LEVEL="loud": unknown level "loud"`},
 		{"env capacity", map[string]string{"NERVE_AGENT_MAX_CONCURRENT_TURNS": "lots"}, nil, `NERVE_AGENT_MAX_CONCURRENT_TURNS="lots": want a whole number`},
 		{"env grace", map[string]string{"NERVE_DAEMON_SHUTDOWN_GRACE": "soon"}, nil, `NERVE_DAEMON_SHUTDOWN_GRACE="soon": want a duration`},
+		{"env sandbox", map[string]string{"NERVE_DAEMON_SANDBOX": "maybe"}, nil, `NERVE_DAEMON_SANDBOX="maybe": unknown sandbox mode "maybe" (want one of auto, bwrap, none)`},
 		{"flag over a good env", map[string]string{"NERVE_LOG_LEVEL": "debug"}, []string{"--log-level", "loud"}, `--log-level "loud"`},
 	}
 	for _, tc := range cases {

@@ -21,6 +21,7 @@ type Config struct {
 	Log       Log                `yaml:"log" json:"log"`
 	Daemon    Daemon             `yaml:"daemon" json:"daemon"`
 	Workspace Workspace          `yaml:"workspace" json:"workspace"`
+	Sandbox   Sandbox            `yaml:"sandbox" json:"sandbox"`
 	// Pricing is USD per million tokens by model: it fills a message's
 	// cost when the CLI reports tokens only.
 	Pricing map[string]usage.Price `yaml:"pricing" json:"pricing,omitempty"`
@@ -103,6 +104,9 @@ type Daemon struct {
 	// serves Prometheus /metrics (spend, caps, pauses, turns); off by
 	// default.
 	MetricsAddr string `yaml:"metrics_addr" json:"metrics_addr,omitempty"`
+	// Sandbox is where turns run: auto (bwrap where it works here, else
+	// none), bwrap or none; an adapter's own sandbox: overrides it.
+	Sandbox string `yaml:"sandbox" json:"sandbox"`
 }
 
 // Workspace bounds the git commands nerve runs for thread workspaces: one

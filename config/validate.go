@@ -89,6 +89,7 @@ func Validate(cfg *Config, lines yamlfile.Lines) yamlfile.Errors {
 			v.add("daemon.metrics_addr", "%s", err)
 		}
 	}
+	v.sandbox(cfg)
 	for _, name := range slices.Sorted(maps.Keys(cfg.Adapters)) {
 		v.adapter(name, cfg.Adapters[name])
 		v.caps(name, cfg.Adapters[name])

@@ -21,6 +21,9 @@ import (
 type Client struct {
 	Socket string
 	http   *http.Client
+	// turn: Socket is a turn's (NERVE_TURN_SOCKET), which serves that
+	// turn's rights only (turnsocket.go).
+	turn bool
 }
 
 // NewClient returns a client for the socket at path.
@@ -35,18 +38,33 @@ func NewClient(socket string) *Client {
 	return &Client{Socket: socket, http: &http.Client{Transport: tr}}
 }
 
+// NewTurnClient returns a client of a turn's socket (NERVE_TURN_SOCKET).
+func NewTurnClient(socket string) *Client {
+	c := NewClient(socket)
+	c.turn = true
+	return c
+}
+
 // NotRunningError means nothing answers on the socket.
 type NotRunningError struct {
 	Socket string
 	Err    error
+	// Turn: the socket is a turn's, which ends with the turn.
+	Turn bool
 }
 
 func (e *NotRunningError) Error() string {
+	if e.Turn {
+		return fmt.Sprintf("the turn's channel to nerve does not answer (%s=%s): its turn has ended", TurnSocketEnv, e.Socket)
+	}
 	return fmt.Sprintf("no nerve daemon is running (%s)", e.Socket)
 }
 func (e *NotRunningError) Unwrap() error { return e.Err }
 func (e *NotRunningError) ExitCode() int { return 1 }
 func (e *NotRunningError) Hint() string {
+	if e.Turn {
+		return "a turn reaches nerve only while it runs"
+	}
 	return "start it with 'nerve daemon start' (NERVE_NO_AUTOSTART=1 is set or autostart failed)"
 }
 
@@ -114,7 +132,7 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (*http
 		var ne net.Error
 		var oe *net.OpError
 		if errors.As(err, &oe) || errors.As(err, &ne) {
-			return nil, &NotRunningError{Socket: c.Socket, Err: err}
+			return nil, &NotRunningError{Socket: c.Socket, Err: err, Turn: c.turn}
 		}
 		return nil, err
 	}
@@ -130,12 +148,28 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (*http
 	return resp, nil
 }
 
-// Ping reports whether a daemon answers, within a short timeout.
+// Ping reports whether a daemon answers, within a short timeout: the
+// daemon's status, or on a turn's socket, which serves no status, the
+// turn it serves.
 func (c *Client) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	_, err := c.Status(ctx)
+	var err error
+	if c.turn {
+		_, err = c.Turn(ctx)
+	} else {
+		_, err = c.Status(ctx)
+	}
 	return err
+}
+
+// IsTurn reports whether c talks to a turn's socket.
+func (c *Client) IsTurn() bool { return c.turn }
+
+// Turn returns the turn a turn's socket serves.
+func (c *Client) Turn(ctx context.Context) (*TurnInfo, error) {
+	var t TurnInfo
+	return &t, c.do(ctx, http.MethodGet, "/v1/turn", nil, &t)
 }
 
 // Status returns the daemon's state.

@@ -51,6 +51,8 @@ type Daemon struct {
 	// open; knowledgeQueries counts the queries it answered.
 	knowledge        knowledge.Readers
 	knowledgeQueries atomic.Int64
+	// netSeen counts the hosts the turns' proxies refused (/metrics).
+	netSeen netRecord
 
 	mu       sync.RWMutex
 	cfg      *config.Config
@@ -129,6 +131,9 @@ func Run(ctx context.Context, opts Options) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	logger.Info("daemon started", "pid", os.Getpid(), "home", paths.Home, "version", opts.Version)
+	if sb := SandboxStatusOf(cfg); sb.Warning != nil {
+		logger.Warn("sandbox: "+*sb.Warning, "daemon.sandbox", sb.Mode)
+	}
 
 	if err := becomeSubreaper(); err != nil {
 		logger.Warn("cannot become the subreaper of the turns' processes; one that leaves its turn's group may outlive it", "err", err)

@@ -35,6 +35,11 @@ func (d *Daemon) handleKnowledgeQuery(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeUsage, "malformed request: "+err.Error(), "")
 		return
 	}
+	d.knowledgeQuery(w, r, req)
+}
+
+// knowledgeQuery answers req from the open indexes.
+func (d *Daemon) knowledgeQuery(w http.ResponseWriter, r *http.Request, req KnowledgeQueryRequest) {
 	for _, root := range req.Roots {
 		if !filepath.IsAbs(root) {
 			writeError(w, http.StatusBadRequest, codeUsage, "a repository root must be an absolute path: "+root, "")

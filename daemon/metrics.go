@@ -88,6 +88,11 @@ func (d *Daemon) writeMetrics(out io.Writer) {
 			}
 		}
 	}
+	fmt.Fprintf(w, "# HELP nerve_sandbox_proxy_refused_total Connections the turns' sandbox proxies refused, by host (past 50 hosts: other).\n# TYPE nerve_sandbox_proxy_refused_total counter\n")
+	refused := d.netSeen.counts()
+	for _, h := range slices.Sorted(maps.Keys(refused)) {
+		fmt.Fprintf(w, "nerve_sandbox_proxy_refused_total{host=%s} %d\n", label(h), refused[h])
+	}
 	fmt.Fprintf(w, "# HELP nerve_turns_total Turns ended since the daemon started, by adapter and outcome.\n# TYPE nerve_turns_total counter\n")
 	for _, a := range as {
 		for _, o := range slices.Sorted(maps.Keys(a.Turns)) {

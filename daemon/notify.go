@@ -26,6 +26,11 @@ func (d *Daemon) handleNotify(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeUsage, "malformed request: "+err.Error(), "")
 		return
 	}
+	d.notify(w, r, req)
+}
+
+// notify adds req's notice to its thread's trace and answers.
+func (d *Daemon) notify(w http.ResponseWriter, r *http.Request, req NotifyRequest) {
 	if err := api.CheckNotify(req.Level, req.Message); err != nil {
 		writeError(w, http.StatusBadRequest, codeUsage, err.Error(), "")
 		return

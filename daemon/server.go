@@ -59,7 +59,8 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 	used, _ := d.capacity.Used()
 	st := Status{PID: os.Getpid(), Home: d.paths.Home, Version: d.opts.Version, StartedAt: d.start,
 		Config: cs, Capacity: cfg.Agent.MaxConcurrentTurns, ClaimedSlots: used, Threads: d.runner.running(),
-		ActiveTurns: d.runner.activeTurns(), Senses: []SenseState{}, Adapters: d.adapterStatus()}
+		ActiveTurns: d.runner.activeTurns(), Senses: []SenseState{}, Adapters: d.adapterStatus(),
+		Sandbox: SandboxStatusOf(cfg)}
 	d.mu.RLock()
 	if d.senses != nil {
 		st.Senses = d.senses.states(cfg)
@@ -80,6 +81,12 @@ func (d *Daemon) handleStart(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeUsage, "malformed request: "+err.Error(), "")
 		return
 	}
+	d.startThread(w, r, req)
+}
+
+// startThread starts the thread req asks for and answers with it: the
+// control socket's start and a turn's child start (turnsocket.go) alike.
+func (d *Daemon) startThread(w http.ResponseWriter, r *http.Request, req StartRequest) {
 	cfg := d.config()
 	var (
 		def *workflow.Definition

@@ -26,6 +26,8 @@ func newExecutor(d *Daemon, r *runner) *reflex.Executor {
 		Workspaces: r.ws,
 		Scratch:    r.scratch,
 		Gate:       d.gate,
+		// The network proxy and the per-turn socket.
+		TurnServices: turnServices(d, r),
 	})
 }
 

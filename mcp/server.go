@@ -157,9 +157,10 @@ func (s *server) remote(name string) (*remote.Client, error) {
 }
 
 // fetch reads a thread's messages outside a turn, from the daemon or the
-// thread's remote.
+// thread's remote; inside one, the turn's own thread (a remote one too)
+// comes from the turn's socket when its snapshot cannot be read.
 func (s *server) fetch(ctx context.Context, ref workflow.Ref, f workflow.Filter) ([]workflow.Message, error) {
-	if ref.Remote != "" {
+	if ref.Remote != "" && !s.turn().Own(ref) {
 		c, err := s.remote(ref.Remote)
 		if err != nil {
 			return nil, err

@@ -126,7 +126,7 @@ func (s *server) threadStatus(ctx context.Context, in ThreadInput) (ThreadStatus
 		return ThreadStatus{}, err
 	}
 	var t *workflow.Thread
-	if ref.Remote != "" {
+	if ref.Remote != "" && !s.turn().Own(ref) {
 		c, err := s.remote(ref.Remote)
 		if err != nil {
 			return ThreadStatus{}, err

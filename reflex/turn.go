@@ -147,6 +147,9 @@ type Deps struct {
 	// kind budget) and while it is paused after rate limits (they wait),
 	// and is told how each turn ended; nil holds nothing back.
 	Gate *Gate
+	// TurnServices add to each turn's sandbox and end with the turn (the
+	// network proxy, the per-turn socket); see TurnService.
+	TurnServices []TurnService
 	// NewAdapter makes an adapter instance; nil means adapter.New.
 	NewAdapter func(name string, c config.Adapter) (adapter.Adapter, error)
 }
@@ -213,18 +216,24 @@ func (x *Executor) Run(ctx context.Context, t *Turn) (a Answer, ok bool) {
 			return fail(KindAdapter, err)
 		}
 	}
+	env, box, endServices, err := x.enclose(ctx, cfg, t, workdir, snap, []string{
+		"NERVE_THREAD=" + t.Ref,
+		"NERVE_ROLE=" + t.Role,
+		"NERVE_STEP=" + strconv.Itoa(t.Step),
+		"NERVE_WORKDIR=" + workdir,
+		"NERVE_THREAD_SNAPSHOT=" + snap,
+		"NERVE_HOME=" + x.deps.Home,
+		"PATH=" + x.path,
+	})
+	defer endServices()
+	if err != nil {
+		return fail(KindAdapter, err)
+	}
 	req := adapter.Request{
 		Prompt:  t.Prompt,
 		Workdir: workdir,
-		Env: []string{
-			"NERVE_THREAD=" + t.Ref,
-			"NERVE_ROLE=" + t.Role,
-			"NERVE_STEP=" + strconv.Itoa(t.Step),
-			"NERVE_WORKDIR=" + workdir,
-			"NERVE_THREAD_SNAPSHOT=" + snap,
-			"NERVE_HOME=" + x.deps.Home,
-			"PATH=" + x.path,
-		},
+		Env:     env,
+		Sandbox: box,
 		OnStart: func(pid int) { x.deps.Procs.RecordProc(t.Key, t.Step, pid) },
 	}
 	if x.deps.Executable != "" {
@@ -244,6 +253,7 @@ func (x *Executor) Run(ctx context.Context, t *Turn) (a Answer, ok bool) {
 	}
 	actx, endRun := telemetry.StartAdapter(ctx, t.Adapter)
 	res, err := ad.Run(actx, req)
+	res, err = maskOutput(cfg, res, err)
 	endRun(err)
 	if ctx.Err() != nil {
 		return Answer{}, false

@@ -305,6 +305,7 @@ func TestTurnExecutorRun(t *testing.T) {
 func TestTurnExecutorEnvironment(t *testing.T) {
 	cfg := config.Defaults(t.TempDir())
 	cfg.Adapters["fake"] = config.Adapter{Type: "exec", Command: []string{"true"}}
+	cfg.Daemon.Sandbox = "none" // TestTurnExecutorSandbox has the sandbox's
 	rec := newRecorder()
 	var env []string
 	x := NewExecutor(Deps{

@@ -2,7 +2,9 @@ package threadquery
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"time"
 
 	"github.com/nerve-agents/nerve/workflow"
@@ -33,11 +35,21 @@ func (q Query) name(field string) string {
 type Turn struct {
 	Thread   string // NERVE_THREAD: the thread's full ref
 	Snapshot string // NERVE_THREAD_SNAPSHOT: its messages as JSONL
+	// Socket: the turn has a socket of its own (NERVE_TURN_SOCKET), which
+	// serves its thread's messages when the snapshot is not to be read.
+	Socket bool
 }
 
-// TurnFromEnv reads the turn's variables; outside a turn both are empty.
+// TurnFromEnv reads the turn's variables; outside a turn all are empty.
 func TurnFromEnv(getenv func(string) string) Turn {
-	return Turn{Thread: getenv("NERVE_THREAD"), Snapshot: getenv("NERVE_THREAD_SNAPSHOT")}
+	return Turn{Thread: getenv("NERVE_THREAD"), Snapshot: getenv("NERVE_THREAD_SNAPSHOT"), Socket: getenv("NERVE_TURN_SOCKET") != ""}
+}
+
+// Own reports whether ref is the turn's own thread, to be read through
+// the turn's socket (a remote turn's too: inside a sandbox it holds no
+// token of the remote).
+func (t Turn) Own(ref workflow.Ref) bool {
+	return t.Socket && t.Thread != "" && ref.String() == t.Thread
 }
 
 // Fetch reads a thread's messages outside a turn: from the daemon or the
@@ -110,10 +122,14 @@ func Messages(ctx context.Context, q Query, turn Turn, fetch Fetch) (string, []w
 			tail = f.Last // `--last 3`, the usual question: decode only those
 		}
 		all, err := readSnapshot(turn.Snapshot, tail)
-		if err != nil {
+		switch {
+		case err == nil:
+			return refStr, f.Apply(all), nil
+		case !errors.Is(err, fs.ErrNotExist) || !turn.Socket:
 			return refStr, nil, err
 		}
-		return refStr, f.Apply(all), nil
+		// Not there (a sandbox without NERVE_HOME): the turn's socket
+		// serves the same messages.
 	}
 	ref, err := ThreadRef(refStr)
 	if err != nil {

@@ -38,9 +38,9 @@ func newCmdDaemonStatus(f *Factory, runF func(*daemonStatusOptions) error) *cobr
 
 func daemonStatusRun(ctx context.Context, f *Factory, opts *daemonStatusOptions) error {
 	paths := config.Paths{Home: config.Home(f.Getenv)}
-	st, err := daemon.NewClient(paths.Socket()).Status(ctx)
+	st, err := controlClient(f.Getenv).Status(ctx) // a turn's socket refuses it
 	var nr *daemon.NotRunningError
-	if errors.As(err, &nr) {
+	if errors.As(err, &nr) && !nr.Turn {
 		if opts.JSON {
 			_ = json.NewEncoder(f.IO.Out).Encode(notRunningStatus(paths.Home))
 		} else {
@@ -112,6 +112,23 @@ func printStatus(io *IOStreams, st *daemon.Status) {
 		fmt.Fprintf(w, "senses:   %s\n", strings.Join(names, ", "))
 	}
 	printAdapters(w, st.Adapters)
+	printSandbox(w, st.Sandbox)
+}
+
+// printSandbox says where turns run, and loudly when they run unwalled
+// though the owner did not say so.
+func printSandbox(w io.Writer, s daemon.SandboxStatus) {
+	line := s.Effective
+	if s.Effective == "bwrap" {
+		line += " · network " + s.Network
+	}
+	if s.Mode != s.Effective {
+		line += " (daemon.sandbox: " + s.Mode + ")"
+	}
+	fmt.Fprintf(w, "sandbox:  %s\n", line)
+	if s.Warning != nil {
+		fmt.Fprintf(w, "  WARNING: %s\n", *s.Warning)
+	}
 }
 
 // printAdapters shows each adapter's spend today against its caps, and

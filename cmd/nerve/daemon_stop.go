@@ -45,7 +45,7 @@ const shutdownAskTimeout = 10 * time.Second
 
 func daemonStopRun(ctx context.Context, f *Factory, opts *daemonStopOptions) error {
 	paths := config.Paths{Home: config.Home(f.Getenv)}
-	c := daemon.NewClient(paths.Socket())
+	c := controlClient(f.Getenv) // a turn's socket refuses it
 	// Ctrl-C ends the wait, not the asking: a request cut off after the
 	// daemon took it would leave the daemon stopping and say nothing. So
 	// the command's signal handler goes in before it asks (asking ctx is
@@ -56,7 +56,7 @@ func daemonStopRun(ctx context.Context, f *Factory, opts *daemonStopOptions) err
 	pid, err := c.Shutdown(askCtx)
 	cancel()
 	var nr *daemon.NotRunningError
-	if errors.As(err, &nr) {
+	if errors.As(err, &nr) && !nr.Turn {
 		if opts.JSON {
 			return json.NewEncoder(f.IO.Out).Encode(daemonState{Home: paths.Home, Already: true})
 		}

@@ -10,10 +10,28 @@ import (
 	"github.com/nerve-agents/nerve/daemon"
 )
 
+// controlClient is a client of the turn's socket inside a turn
+// (NERVE_TURN_SOCKET: that turn's rights only, and the one way to nerve
+// inside a sandbox, where NERVE_HOME is not), else of this NERVE_HOME's
+// daemon.
+func controlClient(getenv func(string) string) *daemon.Client {
+	if s := getenv(daemon.TurnSocketEnv); s != "" {
+		return daemon.NewTurnClient(s)
+	}
+	return daemon.NewClient(config.Paths{Home: config.Home(getenv)}.Socket())
+}
+
 // daemonClient returns a client of this NERVE_HOME's daemon, starting the
 // daemon in the background (and saying so in one line) when none answers,
-// unless NERVE_NO_AUTOSTART=1.
+// unless NERVE_NO_AUTOSTART=1. Inside a turn it is the turn's socket,
+// which nothing starts: it answers while its turn runs.
 func (f *Factory) daemonClient(ctx context.Context) (*daemon.Client, error) {
+	if c := controlClient(f.Getenv); c.IsTurn() {
+		if err := c.Ping(ctx); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
 	home := config.Home(f.Getenv)
 	c := daemon.NewClient(config.Paths{Home: home}.Socket())
 	err := c.Ping(ctx)
@@ -63,7 +81,7 @@ func (e *daemonNotRunning) Hint() string {
 // agent reaches none by pointing NERVE_HOME elsewhere. Both are guards
 // only (an agent may unset NERVE_THREAD too).
 func (f *Factory) refuseInsideTurn(ctx context.Context) error {
-	c := daemon.NewClient(config.Paths{Home: config.Home(f.Getenv)}.Socket())
+	c := controlClient(f.Getenv)
 	err := c.MayAnswer(ctx)
 	var nr *daemon.NotRunningError
 	var ae *daemon.APIError

@@ -8,12 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nerve-agents/nerve/internal/fakemodel"
+	"github.com/nerve-agents/nerve/internal/sandbox"
 )
 
 // The real agent CLIs, run as nerve adapters by a real daemon against a
@@ -55,13 +57,33 @@ roles:
 `
 
 // agentEnvFor is a nerve home whose "agent" role runs cli against m under
-// the posture perm ("": the default).
+// the posture perm ("": the default), in the sandbox's default posture
+// (bwrap, network by allow-list: the model endpoint is reached through
+// the daemon's proxy) where bubblewrap works.
 func agentEnvFor(t *testing.T, cli string, m *fakemodel.Server, timeout, perm string) *env {
 	e := newEnv(t)
-	model, cliEnv, err := fakemodel.Setup(cli, mkdir(t, e.home, "cli"), m.URL)
+	var model string
+	var cliEnv map[string]string
+	var err error
+	if sandbox.Available() == nil {
+		// The CLI's HOME inside is its state directory of its own.
+		e.extra = append(e.extra, "NERVE_DAEMON_SANDBOX=bwrap")
+		model, cliEnv, err = fakemodel.SetupHome(cli, filepath.Join(e.home, "sandbox", cli), m.URL)
+	} else {
+		t.Logf("bwrap does not work here: %s runs without a sandbox", cli)
+		e.extra = append(e.extra, "NERVE_DAEMON_SANDBOX=none")
+		model, cliEnv, err = fakemodel.Setup(cli, mkdir(t, e.home, "cli"), m.URL)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
+	writeAgentConfig(e, cli, model, cliEnv, timeout, perm)
+	return e
+}
+
+// writeAgentConfig writes e's nerve.yaml and quote workflow: a scribe,
+// then cli as the agent with model, env, timeout and posture perm.
+func writeAgentConfig(e *env, cli, model string, cliEnv map[string]string, timeout, perm string) {
 	ad := map[string]any{"env": cliEnv, "timeout": timeout}
 	if model != "" {
 		ad["model"] = model
@@ -72,7 +94,6 @@ func agentEnvFor(t *testing.T, cli string, m *fakemodel.Server, timeout, perm st
 	adJSON, _ := json.Marshal(ad)
 	e.write("nerve.yaml", fmt.Sprintf("adapters:\n  scribe: {type: exec, command: [/bin/echo, %q]}\n  %s: %s\n", theWord, cli, adJSON))
 	e.write("workflows/quote.yaml", strings.Replace(quoteWorkflow, "AGENT", cli, 1))
-	return e
 }
 
 // writeTool matches a write tool of nerve's as a CLI names it to the model
@@ -111,6 +132,7 @@ func quoteThread(t *testing.T, cli, perm string) {
 			t.Errorf("read-only offered the model a write tool (%s)", writeTool.FindString(b))
 		}
 	}
+	checkProxied(t, e, m)
 	noProcessLeft(t, e)
 }
 
@@ -139,6 +161,23 @@ func TestE2EAgentCLIsEndpointFailures(t *testing.T) {
 			})
 		}
 	}
+}
+
+// checkProxied fails t unless e's turns ran in a sandbox whose proxy
+// admitted m and forwarded its address inside (the daemon logs both).
+func checkProxied(t *testing.T, e *env, m *fakemodel.Server) {
+	t.Helper()
+	if !slices.Contains(e.extra, "NERVE_DAEMON_SANDBOX=bwrap") {
+		return
+	}
+	host := strings.TrimPrefix(m.URL, "http://")
+	log, _ := os.ReadFile(filepath.Join(e.home, "nerve.log"))
+	for _, l := range strings.Split(string(log), "\n") {
+		if strings.Contains(l, "sandbox network by allow-list") && strings.Contains(l, "--forward "+host) {
+			return
+		}
+	}
+	t.Errorf("no turn's network was the proxy forwarding %s:\n%s", host, log)
 }
 
 func tail(ss []string, n int) string {

@@ -33,6 +33,7 @@ roles:
 // zombie). The thread waits for the person, whose answer ends it.
 func TestE2EAnswerFromEscapedProcessRefused(t *testing.T) {
 	e := newEnv(t)
+	e.unsandboxed("the guard without the wall: its escapees answer through nerve.sock and report in NERVE_HOME")
 	// Each escapee waits until its parent ($1) has exited, so neither the
 	// turn's process group nor its ancestry is its own.
 	orphaned := `while [ "$(cut -d' ' -f4 /proc/$$/stat)" = "$1" ]; do sleep 0.01; done
@@ -84,11 +85,13 @@ echo "notes written"
 // The person token stored for a remote answers its human turns, but not
 // from inside a turn here: the local daemon, asked first, refuses as it
 // refuses a local answer, and the turn still waits for the person. An
-// agent that copies the home and points NERVE_HOME at the copy reaches no
-// daemon, and is refused all the same: it has NERVE_THREAD.
+// agent that copies the home, points NERVE_HOME at the copy and drops its
+// turn's socket reaches no daemon, and is refused all the same: it has
+// NERVE_THREAD.
 func TestE2ERemoteAnswerFromInsideTurnRefused(t *testing.T) {
 	k := startKhala(t)
 	e := newEnv(t)
+	e.unsandboxed("the guard without the wall: its agent answers through nerve.sock and copies NERVE_HOME")
 	tok := strings.TrimSpace(e.must(0, "khala", "user", "add", "alice", "--db", k.db).stdout)
 	waitingTurn(t, k)
 	if err := remote.SavePersonToken(e.home, "live", tok); err != nil {
@@ -100,7 +103,7 @@ nerve thread answer live/approval#thread-1 "approved by me" >"$NERVE_HOME/sneak.
 echo "exit $?" >>"$NERVE_HOME/sneak.out"
 elsewhere=$(mktemp -d)
 cp -Rp "$NERVE_HOME/nerve.yaml" "$NERVE_HOME/person-tokens" "$elsewhere"
-NERVE_HOME=$elsewhere nerve thread answer live/approval#thread-1 "approved by me, elsewhere" >"$NERVE_HOME/elsewhere.out" 2>&1
+NERVE_HOME=$elsewhere NERVE_TURN_SOCKET= nerve thread answer live/approval#thread-1 "approved by me, elsewhere" >"$NERVE_HOME/elsewhere.out" 2>&1
 echo "exit $?" >>"$NERVE_HOME/elsewhere.out"
 rm -rf "$elsewhere"
 echo tried

@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/daemon"
 	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/remote"
@@ -147,7 +146,7 @@ func localInbox(ctx context.Context, f *Factory, remotes bool) inboxSide {
 	var c *daemon.Client
 	var err error
 	if remotes {
-		c = daemon.NewClient(config.Paths{Home: config.Home(f.Getenv)}.Socket())
+		c = controlClient(f.Getenv)
 		if err = c.Ping(ctx); errors.As(err, new(*daemon.NotRunningError)) {
 			return inboxSide{}
 		}

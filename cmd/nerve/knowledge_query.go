@@ -174,7 +174,7 @@ func knowledgeQueryDaemon(ctx context.Context, opts *KnowledgeQueryOptions, root
 	}
 	ctx, cancel := context.WithTimeout(ctx, daemonQueryTimeout)
 	defer cancel()
-	c := daemon.NewClient(config.Paths{Home: config.Home(opts.Getenv)}.Socket())
+	c := controlClient(opts.Getenv)
 	res, err := c.KnowledgeQuery(ctx, daemon.KnowledgeQueryRequest{Roots: abs, Text: opts.Text, Limit: opts.Limit})
 	if err != nil {
 		return nil, false

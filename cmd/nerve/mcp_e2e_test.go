@@ -158,6 +158,7 @@ type mcpMessages struct {
 // goes on.
 func TestE2EMCPInAndOutsideATurn(t *testing.T) {
 	e, repo := mcpEnv(t)
+	e.unsandboxed("its agent hands its environment to the test through NERVE_HOME, for an MCP session of the turn's")
 	ref := strings.TrimSpace(e.must(0, "workflow", "run", "mcpwf", "--detach", "--workdir", repo).stdout)
 	turn := turnEnv(t, e)
 	if turn["NERVE_THREAD"] != ref || turn["NERVE_THREAD_SNAPSHOT"] == "" || turn["NERVE_STEP"] != "3" {
@@ -286,8 +287,10 @@ func TestE2EMCPInAndOutsideATurn(t *testing.T) {
 			args map[string]any
 			want string
 		}{
-			{"thread_messages", map[string]any{"thread": "mcpwf#thread-99"}, `unknown thread "thread-99"`},
-			{"thread_status", map[string]any{"thread": "mcpwf#thread-99"}, `unknown thread "thread-99"`},
+			// Inside a turn, any thread but its own and its children is
+			// out of reach, one that does not exist too.
+			{"thread_messages", map[string]any{"thread": "mcpwf#thread-99"}, "refused: a turn reads only its own thread (mcpwf#thread-1) and the children it started, not thread-99"},
+			{"thread_status", map[string]any{"thread": "mcpwf#thread-99"}, "refused: a turn reads only its own thread (mcpwf#thread-1)"},
 			{"thread_messages", map[string]any{"thread": "quick#thread-1"}, "thread-1 is a thread of mcpwf, not of quick"},
 			{"thread_messages", map[string]any{"thread": "mcpwf"}, "mcpwf names no thread"},
 			{"thread_messages", map[string]any{"last": -1}, `Argument "last" must be at least 0.`},

@@ -25,6 +25,7 @@ holder) ` + holdScript + ` ;;
 esac
 `
 	a := agentEnv(t, k, k.enrollToken(t, 1), "agent-m", script, "", 1)
+	a.unsandboxed("its agent hands its environment to the test through NERVE_HOME, for an MCP session of the turn's")
 	a.write("hold.yaml", `workflow: hold
 moderator: 'last = null ? {"role": "author"} : last.role = "author" ? {"role": "holder"} : {"done": true, "result": last.content}'
 roles:
@@ -104,7 +105,7 @@ roles:
 
 	a.write("release", "")
 	a.must(0, "workflow", "logs", ref, "-f")
-	if got := text(call(t, cs, "notify", map[string]any{"level": "info", "message": "too late"}, true)); !strings.Contains(got, "runs no turn of "+ref) {
+	if got := text(call(t, cs, "notify", map[string]any{"level": "info", "message": "too late"}, true)); !strings.Contains(got, "the turn's channel to nerve does not answer") || !strings.Contains(got, "its turn has ended") {
 		t.Fatalf("notify after the turn: %s", got)
 	}
 }

@@ -39,6 +39,7 @@ func newCmdRoot(f *Factory) *cobra.Command {
 		newCmdConsole(f, nil),
 		newCmdWorkspace(f),
 		newCmdUsage(f, nil),
+		newCmdSandboxExec(f, nil),
 	)
 	// cobra adds help and completion as it runs; added now, they get the
 	// same checks as every other command.

@@ -8,6 +8,7 @@ import (
 	"github.com/nerve-agents/nerve/daemon"
 	"github.com/nerve-agents/nerve/khala/api"
 	"github.com/nerve-agents/nerve/remote"
+	"github.com/nerve-agents/nerve/threadquery"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
@@ -40,8 +41,10 @@ var (
 
 // threadSource returns the side a ref's threads live on: the remote it
 // names, else the local daemon (started in the background if need be).
+// Inside a turn, the turn's own thread, a remote one too, is read through
+// the turn's socket: inside a sandbox there is no remote's token.
 func (f *Factory) threadSource(ctx context.Context, ref workflow.Ref) (threadSource, error) {
-	if ref.Remote != "" {
+	if ref.Remote != "" && !threadquery.TurnFromEnv(f.Getenv).Own(ref) {
 		c, err := remoteClient(f, ref.Remote)
 		if err != nil {
 			return nil, err

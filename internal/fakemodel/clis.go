@@ -16,6 +16,23 @@ var CLIs = []string{"claude", "codex", "gemini", "qwen", "opencode"}
 // endpoint fails the turn fast.
 func Setup(cli, dir, url string) (model string, env map[string]string, err error) {
 	home := filepath.Join(dir, "home")
+	if model, env, err = SetupHome(cli, home, url); err != nil {
+		return "", nil, err
+	}
+	env["HOME"] = home
+	switch cli {
+	case "codex":
+		env["CODEX_HOME"] = filepath.Join(home, ".codex")
+	case "opencode":
+		env["OPENCODE_CONFIG"] = filepath.Join(home, opencodeConfig)
+	}
+	return model, env, nil
+}
+
+// SetupHome is Setup for a CLI whose HOME shows home, such as a sandboxed
+// turn's state directory (NERVE_HOME/sandbox/TYPE): every file the CLI
+// needs is where it looks by default, and env names no path.
+func SetupHome(cli, home, url string) (model string, env map[string]string, err error) {
 	write := func(path, content string) {
 		if err == nil {
 			if err = os.MkdirAll(filepath.Dir(path), 0o700); err == nil {
@@ -28,33 +45,34 @@ func Setup(cli, dir, url string) (model string, env map[string]string, err error
 	}
 	switch cli {
 	case "claude":
-		env = map[string]string{"HOME": home, "ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "fake-key",
+		env = map[string]string{"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "fake-key",
 			"CLAUDE_CODE_MAX_RETRIES": "0"}
 	case "codex":
-		codexHome := filepath.Join(dir, "codex")
-		write(filepath.Join(codexHome, "config.toml"), fmt.Sprintf(codexConfig, url))
-		env = map[string]string{"HOME": home, "CODEX_HOME": codexHome, "LOCAL_API_KEY": "fake-key"}
+		write(filepath.Join(home, ".codex", "config.toml"), fmt.Sprintf(codexConfig, url))
+		env = map[string]string{"LOCAL_API_KEY": "fake-key"}
 	case "gemini":
 		write(filepath.Join(home, ".gemini", "settings.json"), `{"security":{"auth":{"selectedType":"gemini-api-key"},"folderTrust":{"enabled":false}},`+
 			`"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},`+
 			`"general":{"enableAutoUpdate":false,"enableAutoUpdateNotification":false,"maxAttempts":1}}`)
 		// A model of its own skips the "auto" router's side call.
 		model = "gemini-test"
-		env = map[string]string{"HOME": home, "GOOGLE_GEMINI_BASE_URL": url, "GEMINI_API_KEY": "fake-key"}
+		env = map[string]string{"GOOGLE_GEMINI_BASE_URL": url, "GEMINI_API_KEY": "fake-key"}
 	case "qwen":
 		write(filepath.Join(home, ".qwen", "settings.json"), `{"model":{"generationConfig":{"maxRetries":0}},"general":{"enableAutoUpdate":false}}`)
-		env = map[string]string{"HOME": home, "OPENAI_BASE_URL": url + "/v1", "OPENAI_API_KEY": "fake-key", "OPENAI_MODEL": "qwen-test"}
+		env = map[string]string{"OPENAI_BASE_URL": url + "/v1", "OPENAI_API_KEY": "fake-key", "OPENAI_MODEL": "qwen-test"}
 	case "opencode":
-		cfg := filepath.Join(dir, "opencode.json")
-		write(cfg, fmt.Sprintf(`{"provider":{"local":{"npm":"@ai-sdk/openai-compatible","name":"local",`+
+		write(filepath.Join(home, opencodeConfig), fmt.Sprintf(`{"provider":{"local":{"npm":"@ai-sdk/openai-compatible","name":"local",`+
 			`"options":{"baseURL":"%s/v1","apiKey":"fake-key"},"models":{"test":{"name":"test"}}}}}`, url))
 		model = "local/test"
-		env = map[string]string{"HOME": home, "OPENCODE_CONFIG": cfg}
+		env = map[string]string{}
 	default:
 		return "", nil, fmt.Errorf("fakemodel: no setup for %q", cli)
 	}
 	return model, env, err
 }
+
+// opencodeConfig is where opencode reads its config by default, under HOME.
+const opencodeConfig = ".config/opencode/opencode.json"
 
 // codexConfig is $CODEX_HOME/config.toml: a custom provider (HTTP only,
 // no WebSocket), retries off, and nothing that reaches for the network
