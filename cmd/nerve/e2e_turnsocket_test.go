@@ -193,11 +193,11 @@ func testTurnSocket(t *testing.T, posture string) {
 	}
 
 	// The person answers; the thread completes, and its turn's socket is
-	// gone with its directory.
+	// gone.
 	e.must(0, "thread", "answer", "guarded#thread-2", "yes", "--step", "2", "--meta", `{"approved": true}`)
 	e.must(0, "workflow", "logs", "guarded#thread-2", "-f")
-	if _, err := os.Stat(filepath.Dir(sock)); !os.IsNotExist(err) {
-		t.Errorf("the turn's socket directory outlived its turn: %v", err)
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("the turn's socket outlived its turn: %v", err)
 	}
 	if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
 		c.Close()
