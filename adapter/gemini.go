@@ -84,7 +84,7 @@ func buildGemini(a *cliAdapter, req Request) (inv *invocation, err error) {
 			// The adapter's env would override the turn's home.
 			return nil, fmt.Errorf("nerve sets GEMINI_CLI_HOME for each turn, to add its MCP server: set HOME in the adapter's env instead")
 		}
-		home, err := geminiTurnHome(dir, geminiUserHome(a.cfg.Env), req.MCP, perm)
+		home, err := geminiTurnHome(dir, geminiUserHome(a.cfg.Env), req.MCP, perm, req.onHost)
 		if err != nil {
 			return nil, err
 		}

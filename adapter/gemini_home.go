@@ -34,8 +34,9 @@ func geminiUserHome(cfgEnv map[string]string) string {
 }
 
 // geminiTurnHome makes dir/home/.gemini from userHome's and returns
-// dir/home.
-func geminiTurnHome(dir, userHome string, s *MCPServer, perm string) (string, error) {
+// dir/home. onHost maps a path as the CLI sees it to where nerve reads
+// it (in a sandbox, ~/.gemini is the per-adapter state directory).
+func geminiTurnHome(dir, userHome string, s *MCPServer, perm string, onHost func(string) string) (string, error) {
 	home := filepath.Join(dir, "home")
 	gdir := filepath.Join(home, ".gemini")
 	if err := os.MkdirAll(gdir, 0o700); err != nil {
@@ -45,13 +46,13 @@ func geminiTurnHome(dir, userHome string, s *MCPServer, perm string) (string, er
 	var src string
 	if userHome != "" {
 		src = filepath.Join(userHome, ".gemini")
-		b, err := os.ReadFile(filepath.Join(src, "settings.json"))
+		b, err := os.ReadFile(onHost(filepath.Join(src, "settings.json")))
 		if err == nil {
 			if err := json.Unmarshal(stripJSONComments(b), &settings); err != nil {
 				return "", fmt.Errorf("read gemini settings %s: %w", filepath.Join(src, "settings.json"), err)
 			}
 		}
-		entries, _ := os.ReadDir(src)
+		entries, _ := os.ReadDir(onHost(src))
 		for _, e := range entries {
 			if e.Name() == "settings.json" {
 				continue

@@ -1,9 +1,14 @@
 package adapter
 
 import (
+	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
+
+	"github.com/nerve-agents/nerve/internal/sandbox"
 )
 
 // statePaths are where each type's CLI keeps its own state (logins,
@@ -49,6 +54,8 @@ func (a *cliAdapter) command(req Request, inv *invocation, path string, env []st
 	s := *req.Sandbox
 	s.Env = env
 	s.State = append(slices.Clip(s.State), inv.binds...)
+	s.Read = slices.Clip(s.Read)
+	a.ownerPaths(&s)
 	bwrap, argv, benv := s.Command(path, inv.args)
 	cmd := exec.Command(bwrap, argv[1:]...)
 	cmd.Args[0] = argv[0]
@@ -63,4 +70,40 @@ func baseEnv(req Request) []string {
 		return req.Sandbox.Env
 	}
 	return os.Environ()
+}
+
+// onHost maps a path as the CLI sees it to the host path it is bound
+// from: a state path in a sandbox, else p itself.
+func (req Request) onHost(p string) string {
+	if req.Sandbox == nil {
+		return p
+	}
+	for _, b := range req.Sandbox.State {
+		if rel, err := filepath.Rel(b.Dst, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return filepath.Join(b.Src, rel)
+		}
+	}
+	return p
+}
+
+// ownerPaths binds what the owner pointed the adapter at in its env: a
+// HOME, *_HOME or *_DIR directory read-write (the CLI keeps its state
+// there: CODEX_HOME, CLAUDE_CONFIG_DIR), any other existing absolute path
+// read-only (a config file such as OPENCODE_CONFIG). Never one that would
+// show the owner's HOME or NERVE_HOME.
+func (a *cliAdapter) ownerPaths(s *sandbox.Spec) {
+	for _, k := range slices.Sorted(maps.Keys(a.cfg.Env)) {
+		v := filepath.Clean(a.cfg.Env[k])
+		if !filepath.IsAbs(a.cfg.Env[k]) || s.Covers(v) {
+			continue
+		}
+		st, err := os.Stat(v)
+		switch {
+		case err != nil:
+		case st.IsDir() && (k == "HOME" || strings.HasSuffix(k, "_HOME") || strings.HasSuffix(k, "_DIR")):
+			s.State = append(s.State, sandbox.Bind{Src: v, Dst: v, Write: true})
+		default:
+			s.Read = append(s.Read, v)
+		}
+	}
 }

@@ -86,6 +86,23 @@ type Status struct {
 	// Adapters are those with a daily cap, spend today or turns since
 	// the daemon started: spent/cap, and whether each is held back.
 	Adapters []AdapterStatus `json:"adapters"`
+	// Sandbox is where turns run, as daemon.sandbox resolves here.
+	Sandbox SandboxStatus `json:"sandbox"`
+}
+
+// SandboxStatus is daemon.sandbox as configured and what it means on this
+// machine.
+type SandboxStatus struct {
+	// Mode is daemon.sandbox (or NERVE_DAEMON_SANDBOX): auto, bwrap, none.
+	Mode string `json:"mode"`
+	// Effective is what turns get: bwrap or none (an adapter's own
+	// sandbox: may differ).
+	Effective string `json:"effective"`
+	// Network is sandbox.network: open, allow-list or none.
+	Network string `json:"network"`
+	// Warning says why turns run unsandboxed though the mode is auto, or
+	// why they fail (bwrap where it does not work); null otherwise.
+	Warning *string `json:"warning"`
 }
 
 // AdapterStatus is one adapter's spend today against its caps, and its

@@ -94,6 +94,9 @@ echo "answer $NERVE_STEP"
 `, runs, limited)), 0o700)
 	cfg := config.Defaults(home)
 	cfg.Adapters["flaky"] = config.Adapter{Type: "exec", Command: []string{script}}
+	// Unsandboxed: the agent counts its runs in NERVE_HOME and reads its
+	// switch there, which the sandbox hides by design.
+	cfg.Daemon.Sandbox = "none"
 	d, clock := newGatedDaemon(t, cfg)
 	addr, stop, err := d.serveMetrics("127.0.0.1:0")
 	if err != nil {

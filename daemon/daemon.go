@@ -129,6 +129,9 @@ func Run(ctx context.Context, opts Options) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	logger.Info("daemon started", "pid", os.Getpid(), "home", paths.Home, "version", opts.Version)
+	if sb := SandboxStatusOf(cfg); sb.Warning != nil {
+		logger.Warn("sandbox: "+*sb.Warning, "daemon.sandbox", sb.Mode)
+	}
 
 	if err := becomeSubreaper(); err != nil {
 		logger.Warn("cannot become the subreaper of the turns' processes; one that leaves its turn's group may outlive it", "err", err)

@@ -59,7 +59,8 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 	used, _ := d.capacity.Used()
 	st := Status{PID: os.Getpid(), Home: d.paths.Home, Version: d.opts.Version, StartedAt: d.start,
 		Config: cs, Capacity: cfg.Agent.MaxConcurrentTurns, ClaimedSlots: used, Threads: d.runner.running(),
-		ActiveTurns: d.runner.activeTurns(), Senses: []SenseState{}, Adapters: d.adapterStatus()}
+		ActiveTurns: d.runner.activeTurns(), Senses: []SenseState{}, Adapters: d.adapterStatus(),
+		Sandbox: SandboxStatusOf(cfg)}
 	d.mu.RLock()
 	if d.senses != nil {
 		st.Senses = d.senses.states(cfg)

@@ -26,8 +26,8 @@ func newExecutor(d *Daemon, r *runner) *reflex.Executor {
 		Workspaces: r.ws,
 		Scratch:    r.scratch,
 		Gate:       d.gate,
-		// tsock: each turn's channel to nerve, with its rights only.
-		TurnServices: []reflex.TurnService{newTurnSockets(d).service},
+		// The network proxy and the per-turn socket.
+		TurnServices: turnServices(d, r),
 	})
 }
 

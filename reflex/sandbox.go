@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/nerve-agents/nerve/adapter"
@@ -99,6 +100,12 @@ func (x *Executor) sandboxSpec(cfg *config.Config, ac config.Adapter, workdir, s
 		}
 	}
 	s.Env = append(s.Env, env...)
+	switch {
+	case slices.Contains(s.Hide, filepath.Clean(workdir)):
+		x.deps.Log.Warn("sandbox: the turn's workdir is NERVE_HOME, which the sandbox hides: the agent sees an empty directory; start the thread elsewhere (--workdir)", "workdir", workdir)
+	case s.Covers(workdir):
+		x.deps.Log.Warn("sandbox: the turn's workdir holds HOME or NERVE_HOME, so the agent sees all that lies under it (NERVE_HOME aside); start the thread in a project directory", "workdir", workdir)
+	}
 	return s, nil
 }
 
@@ -147,22 +154,11 @@ func ensureState(p string, file bool) error {
 	return errors.Join(err, f.Close())
 }
 
-// hideHome drops NERVE_HOME from a sandboxed turn's variables: it is
-// not there, and nerve inside reaches the daemon through what the
-// per-turn services add.
-func hideHome(env []string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "NERVE_HOME=") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
 // enclose runs the turn's services and builds its sandbox (nil when the
 // adapter runs without one). env is the turn's own variables; it comes
-// back with the services' added, and without NERVE_HOME in a sandbox.
+// back with the services' added. NERVE_HOME stays named (the example
+// agent checks its workdir against it) but is an empty, read-only
+// directory inside.
 // end ends the services; it is never nil.
 func (x *Executor) enclose(ctx context.Context, cfg *config.Config, t *Turn, workdir, snap string, env []string) ([]string, *sandbox.Spec, func(), error) {
 	at := *t
@@ -177,7 +173,6 @@ func (x *Executor) enclose(ctx context.Context, cfg *config.Config, t *Turn, wor
 		return env, nil, end, err
 	}
 	ac, _ := cfg.AdapterConfig(t.Adapter)
-	env = hideHome(env)
 	spec, err := x.sandboxSpec(cfg, ac, workdir, snap, env, extra)
 	return env, spec, end, err
 }

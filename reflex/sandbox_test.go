@@ -44,7 +44,7 @@ func sandboxRun(t *testing.T, cfg *config.Config, name string, avail error, svcs
 
 // In the default posture (auto, bwrap working) a turn gets a sandbox:
 // the daemon's secrets are not in its environment, NERVE_HOME is hidden
-// and not named, the CLI's state is a directory of its own under
+// (still named: an empty directory inside), the CLI's state is a directory of its own under
 // NERVE_HOME/sandbox, and the per-turn services' additions are there.
 func TestTurnExecutorSandbox(t *testing.T) {
 	t.Setenv("PGPASSWORD", "hunter2")
@@ -65,7 +65,7 @@ func TestTurnExecutorSandbox(t *testing.T) {
 	}
 	s := req.Sandbox
 	env := strings.Join(s.Env, "\n")
-	for _, bad := range []string{"PGPASSWORD", "AWS_SECRET", "NERVE_HOME="} {
+	for _, bad := range []string{"PGPASSWORD", "AWS_SECRET"} {
 		if strings.Contains(env, bad) {
 			t.Errorf("%s reaches the sandbox:\n%s", bad, env)
 		}
@@ -74,9 +74,6 @@ func TestTurnExecutorSandbox(t *testing.T) {
 		if !strings.Contains(env, w) {
 			t.Errorf("missing %s in:\n%s", w, env)
 		}
-	}
-	if slices.ContainsFunc(req.Env, func(kv string) bool { return strings.HasPrefix(kv, "NERVE_HOME=") }) {
-		t.Errorf("NERVE_HOME in the request's env: %q", req.Env)
 	}
 	if !slices.Equal(s.Hide, []string{cfg.Home}) || s.Home != os.Getenv("HOME") || s.Network != sandbox.NetAllowList {
 		t.Errorf("hide %q home %q network %q", s.Hide, s.Home, s.Network)
@@ -145,5 +142,25 @@ func TestTurnExecutorSandboxModes(t *testing.T) {
 		if !slices.Contains(req.Env, "NERVE_TURN_SOCKET=/s") {
 			t.Errorf("%+v: the services' env is missing: %q", c, req.Env)
 		}
+	}
+}
+
+// A worktree's git directory is bound read-write and its repository's
+// common directory read-only, so git works inside; a plain directory
+// needs nothing.
+func TestGitBinds(t *testing.T) {
+	dir := t.TempDir()
+	repo, tree := filepath.Join(dir, "repo.git"), filepath.Join(dir, "tree")
+	gitdir := filepath.Join(repo, "worktrees", "tree")
+	os.MkdirAll(gitdir, 0o700)
+	os.MkdirAll(tree, 0o700)
+	os.WriteFile(filepath.Join(tree, ".git"), []byte("gitdir: "+gitdir+"\n"), 0o600)
+	os.WriteFile(filepath.Join(gitdir, "commondir"), []byte("../..\n"), 0o600)
+	want := []sandbox.Bind{{Src: repo, Dst: repo}, {Src: gitdir, Dst: gitdir, Write: true}}
+	if got := gitBinds(tree); !slices.Equal(got, want) {
+		t.Fatalf("binds %+v\nwant %+v", got, want)
+	}
+	if got := gitBinds(dir); got != nil {
+		t.Fatalf("a plain directory: %+v", got)
 	}
 }

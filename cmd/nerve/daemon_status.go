@@ -112,6 +112,23 @@ func printStatus(io *IOStreams, st *daemon.Status) {
 		fmt.Fprintf(w, "senses:   %s\n", strings.Join(names, ", "))
 	}
 	printAdapters(w, st.Adapters)
+	printSandbox(w, st.Sandbox)
+}
+
+// printSandbox says where turns run, and loudly when they run unwalled
+// though the owner did not say so.
+func printSandbox(w io.Writer, s daemon.SandboxStatus) {
+	line := s.Effective
+	if s.Effective == "bwrap" {
+		line += " · network " + s.Network
+	}
+	if s.Mode != s.Effective {
+		line += " (daemon.sandbox: " + s.Mode + ")"
+	}
+	fmt.Fprintf(w, "sandbox:  %s\n", line)
+	if s.Warning != nil {
+		fmt.Fprintf(w, "  WARNING: %s\n", *s.Warning)
+	}
 }
 
 // printAdapters shows each adapter's spend today against its caps, and

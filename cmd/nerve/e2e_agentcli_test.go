@@ -70,7 +70,9 @@ func agentEnvFor(t *testing.T, cli string, m *fakemodel.Server, timeout, perm st
 		ad["permissions"] = perm
 	}
 	adJSON, _ := json.Marshal(ad)
-	e.write("nerve.yaml", fmt.Sprintf("adapters:\n  scribe: {type: exec, command: [/bin/echo, %q]}\n  %s: %s\n", theWord, cli, adJSON))
+	// The sandbox's own network until the allow-list's proxy reaches the
+	// fake model endpoint on loopback.
+	e.write("nerve.yaml", fmt.Sprintf("adapters:\n  scribe: {type: exec, command: [/bin/echo, %q]}\n  %s: %s\nsandbox: {network: open}\n", theWord, cli, adJSON))
 	e.write("workflows/quote.yaml", strings.Replace(quoteWorkflow, "AGENT", cli, 1))
 	return e
 }

@@ -33,6 +33,8 @@ func TestE2EAgentsVariantWithFakeCLIs(t *testing.T) {
 	e.write("bin/claude", fmt.Sprintf("#!/bin/sh\n[ \"$1\" = -p ] || exit 9\ncat %s/claude-success.jsonl\n", td))
 	e.write("bin/codex", fmt.Sprintf("#!/bin/sh\n[ \"$1\" = exec ] || exit 9\ncat %s\n", codexOut))
 	e.extra = []string{"PATH=" + e.home + "/bin:" + os.Getenv("PATH")}
+	// The fake CLIs print captured streams: the sandbox shows them those.
+	e.write("nerve.yaml", fmt.Sprintf("sandbox: {read: [%s, %s]}\n", td, codexOut))
 
 	r := e.must(0, "workflow", "run", repoFile(t, "examples/code-review-agents.yaml"), "-i", "change=x", "--json")
 	out := decodeRun(t, r)

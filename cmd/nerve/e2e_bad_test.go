@@ -25,7 +25,8 @@ func badEnv(t *testing.T) *env {
   hang: {type: exec, command: [sleep, "300"], timeout: 1s}
   flood: {type: exec, command: [sh, -c, "head -c 300000000 /dev/zero | tr '\\0' x; echo"]}
 daemon: {shutdown_grace: 1s}
-`, e.home))
+sandbox: {read: [%[2]s]} # the captured streams the fake CLIs print
+`, e.home, td))
 	one := func(name, adapter, extra string) {
 		e.write(name+".yaml", fmt.Sprintf(`workflow: %s
 moderator: 'last = null ? {"role": "r"} : last.error ? {"fail": last.error.message} : {"done": true}'

@@ -72,6 +72,7 @@ roles:
 // result. Cancelling the parent cancels a child still running.
 func TestE2EAgentStartedChildAndCancel(t *testing.T) {
 	e := newEnv(t)
+	e.unsandboxed("its agent starts children through nerve.sock and writes their refs into NERVE_HOME")
 	marker := "nerve-test-child-" + filepath.Base(e.home)
 	e.write("agent.sh", fmt.Sprintf(`#!/bin/sh
 case "$NERVE_ROLE" in
@@ -120,6 +121,7 @@ roles: {lead: {adapter: sh, prompt: x}}
 // resumes, no second child is started, and the parent completes with it.
 func TestE2EChildSurvivesKill9(t *testing.T) {
 	e := newEnv(t)
+	e.unsandboxed("its agent keeps its hung-once flag in NERVE_HOME")
 	marker := "nerve-test-kid-" + filepath.Base(e.home)
 	e.write("agent.sh", fmt.Sprintf(`#!/bin/sh
 if [ ! -f "$NERVE_HOME/hung" ]; then touch "$NERVE_HOME/hung"; exec sh -c 'sleep 300' %s; fi

@@ -37,6 +37,7 @@ roles:
 // interrupted turn, which runs again, with no duplicate messages.
 func TestE2EKill9ResumesAtInterruptedTurn(t *testing.T) {
 	e := newEnv(t)
+	e.unsandboxed("its agent logs its runs and keeps its hung-once flag in NERVE_HOME")
 	marker := "nerve-test-hang-" + filepath.Base(e.home)
 	// Step 2 hangs the first time (until killed); every other run answers.
 	def := slowWorkflow(e, 3, fmt.Sprintf(`

@@ -33,6 +33,7 @@ roles:
 // zombie). The thread waits for the person, whose answer ends it.
 func TestE2EAnswerFromEscapedProcessRefused(t *testing.T) {
 	e := newEnv(t)
+	e.unsandboxed("the guard without the wall: its escapees answer through nerve.sock and report in NERVE_HOME")
 	// Each escapee waits until its parent ($1) has exited, so neither the
 	// turn's process group nor its ancestry is its own.
 	orphaned := `while [ "$(cut -d' ' -f4 /proc/$$/stat)" = "$1" ]; do sleep 0.01; done
@@ -90,6 +91,7 @@ echo "notes written"
 func TestE2ERemoteAnswerFromInsideTurnRefused(t *testing.T) {
 	k := startKhala(t)
 	e := newEnv(t)
+	e.unsandboxed("the guard without the wall: its agent answers through nerve.sock and copies NERVE_HOME")
 	tok := strings.TrimSpace(e.must(0, "khala", "user", "add", "alice", "--db", k.db).stdout)
 	waitingTurn(t, k)
 	if err := remote.SavePersonToken(e.home, "live", tok); err != nil {

@@ -69,6 +69,7 @@ func checkUsageSeen(t *testing.T, e *env, r result) {
 
 func TestE2EModeratorSeesUsageLocal(t *testing.T) {
 	e := newEnv(t)
+	e.unsandboxed("its agent starts a child through nerve.sock and writes it into NERVE_HOME")
 	e.write("nerve.yaml", fmt.Sprintf("adapters:\n  claude-lead: {type: claude, binary: %s}\n", claudeLead(t, e, "spender")))
 	e.write("workflows/boss.yaml", strings.Replace(seesUsage, "BINDING", "local", 1))
 	e.write("workflows/spender.yaml", strings.Replace(usageChild, "BINDING", "local", 1))
@@ -78,6 +79,7 @@ func TestE2EModeratorSeesUsageLocal(t *testing.T) {
 func TestE2EModeratorSeesUsageRemote(t *testing.T) {
 	k := startKhala(t)
 	e := newEnv(t)
+	e.unsandboxed("its agent starts a child through nerve.sock and writes it into NERVE_HOME")
 	e.write("nerve.yaml", fmt.Sprintf(`agent: {name: lead, max_concurrent_turns: 2}
 remotes:
   origin: {url: "%s"}

@@ -111,7 +111,7 @@ func TestE2EJSONShapes(t *testing.T) {
 		t.Fatalf("workflow cancel --json: %v", cancel)
 	}
 
-	status := []string{"running", "pid", "home", "version", "started_at", "config", "capacity", "claimed_slots", "outbox", "running_threads", "active_turns", "senses", "adapters"}
+	status := []string{"running", "pid", "home", "version", "started_at", "config", "capacity", "claimed_slots", "outbox", "running_threads", "active_turns", "senses", "adapters", "sandbox"}
 	running := wantKeys(t, "daemon status --json", e.must(0, "daemon", "status", "--json").stdout, status...)[0]
 	cfg, _ := json.Marshal(running["config"])
 	wantKeys(t, "daemon status --json config", string(cfg), "file", "loaded_at", "last_reload")

@@ -80,6 +80,7 @@ func noticeGone(t *testing.T, holder, person *env) {
 // and the console's inbox until the thread's next turn starts.
 func TestE2EBlockingNoticeInInboxLocal(t *testing.T) {
 	e := newEnv(t)
+	e.unsandboxed("its agent hands its environment to the test through NERVE_HOME, for an MCP session of the turn's")
 	e.write("hold.sh", "#!/bin/sh\n"+holdScript)
 	e.write("nerve.yaml", fmt.Sprintf("adapters:\n  hold: {type: exec, command: [%s/hold.sh], timeout: 90s}\n", e.home))
 	e.write("workflows/notehold.yaml", strings.NewReplacer("BINDING", "local", "ADAPTER", "hold").Replace(noticeWF))
@@ -109,6 +110,7 @@ func TestE2EBlockingNoticeInInboxLocal(t *testing.T) {
 func TestE2EBlockingNoticeInInboxRemote(t *testing.T) {
 	k := startKhala(t)
 	a := agentEnv(t, k, k.enrollToken(t, 1), "agent-n", holdScript, "", 1)
+	a.unsandboxed("its agent hands its environment to the test through NERVE_HOME, for an MCP session of the turn's")
 	a.must(0, "workflow", "push", a.write("notehold.yaml", strings.NewReplacer("BINDING", "cloud", "ADAPTER", "x").Replace(noticeWF)), "origin")
 	a.must(0, "daemon", "start")
 	p := newEnv(t)

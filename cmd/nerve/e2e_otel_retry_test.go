@@ -22,6 +22,7 @@ func TestE2EOTelRetriedAnswerKeepsItsTrace(t *testing.T) {
 while [ ! -e "$NERVE_HOME/go" ]; do sleep 0.05; done
 echo "late answer"
 `, "", 1)
+	a.unsandboxed("its agent signals the test through files in NERVE_HOME")
 	wf := a.write("retried.yaml", `workflow: retried
 binding: cloud
 moderator: 'last = null ? {"role": "w"} : {"done": true, "result": last.content}'

@@ -73,7 +73,8 @@ adapters:
   claude-ok: {type: claude, binary: %s/bin/claude-ok}
   broken: {type: exec, command: [sh, -c, "echo no >&2; exit 3"]}
 daemon: {shutdown_grace: 1s}
-`, e.home))
+sandbox: {read: [%s]} # the captured stream claude-ok prints
+`, e.home, repoFile(t, "adapter/testdata")))
 	wf := e.write("traced.yaml", `workflow: traced
 moderator: 'last = null ? {"role": "author"} : last.role = "author" ? {"role": "reviewer"} : {"done": true}'
 roles:

@@ -143,6 +143,7 @@ func TestE2EHumanTurnLocal(t *testing.T) {
 // person's terminal is taken.
 func TestE2EAnswerFromInsideTurnRefused(t *testing.T) {
 	e := newEnv(t)
+	e.unsandboxed("the guard without the wall: its agent answers through nerve.sock and reports in NERVE_HOME")
 	e.write("agent.sh", `#!/bin/sh
 nerve thread answer "$NERVE_THREAD" "approved by me" --step 1 --meta '{"approved": true}' >"$NERVE_HOME/sneak.out" 2>"$NERVE_HOME/sneak.err"
 echo $? >"$NERVE_HOME/sneak.code"

@@ -237,6 +237,7 @@ echo ok
 		overlap  bool
 	}{{1, false}, {2, true}} {
 		e := agentEnv(t, k, tok, fmt.Sprintf("cap-%d", c.capacity), script, "", c.capacity)
+		e.unsandboxed("its agents detect an overlap with a lock directory in NERVE_HOME")
 		e.write("par.yaml", "workflow: par"+fmt.Sprint(c.capacity)+"\nmoderator: 'last = null ? [{\"role\": \"w\"}, {\"role\": \"w\"}, {\"role\": \"w\"}, {\"role\": \"w\"}] : {\"done\": true}'\nroles:\n  w: {adapter: x, prompt: p}\n")
 		e.must(0, "workflow", "push", filepath.Join(e.home, "par.yaml"), "origin")
 		e.must(0, "daemon", "start")

@@ -140,6 +140,7 @@ func TestE2EScratchSenseThread(t *testing.T) {
 	cache := scratchCache(t)
 	trigger := t.TempDir()
 	e := newEnv(t)
+	e.unsandboxed("its agent keeps its hung-once flag in NERVE_HOME")
 	e.extra = append(e.extra, "XDG_CACHE_HOME="+cache)
 	marker := "nerve-test-scratch-" + filepath.Base(e.home)
 	// Step 3 hangs the first time, until the daemon is killed.

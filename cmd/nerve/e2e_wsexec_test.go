@@ -27,6 +27,7 @@ func TestE2EWorkspaceExecKill9MidTurn(t *testing.T) {
 	repo := gitRepo(t)
 	before := git(t, repo, "rev-parse", "HEAD")
 	e := newEnv(t)
+	e.unsandboxed("its agent keeps its hung-once flag in NERVE_HOME")
 	marker := "nerve-test-wshang-" + filepath.Base(e.home)
 	slowWorkflow(e, 2, fmt.Sprintf(`
 echo "step $NERVE_STEP" >> "$NERVE_WORKDIR/work.txt"

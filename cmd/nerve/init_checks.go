@@ -13,6 +13,8 @@ import (
 	"github.com/nerve-agents/nerve/adapter"
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/config/validation"
+	"github.com/nerve-agents/nerve/daemon"
+	"github.com/nerve-agents/nerve/internal/sandbox"
 	"github.com/nerve-agents/nerve/remote"
 	"github.com/nerve-agents/nerve/workflow"
 )
@@ -77,7 +79,27 @@ func availability(ctx context.Context, f *Factory, cfg *config.Config) []check {
 	if cfg.Extract != nil {
 		out = append(out, endpointCheck(ctx, "extract", cfg.Extract))
 	}
-	return out
+	return append(out, sandboxCheck(cfg))
+}
+
+// sandboxCheck says where turns run. auto falling back to none is a
+// warning: a shared queue's prompts would run as the owner; bwrap where
+// it does not work is an error, since every turn would fail.
+func sandboxCheck(cfg *config.Config) check {
+	st := daemon.SandboxStatusOf(cfg)
+	c := check{Name: "sandbox", Kind: "sandbox", Needed: st.Mode == sandbox.ModeBwrap}
+	switch {
+	case st.Warning != nil:
+		c.Detail = *st.Warning
+		c.Hint = "install bubblewrap (Debian, Ubuntu: apt-get install bubblewrap), or set daemon.sandbox: none to run turns unsandboxed knowingly"
+	case st.Effective == sandbox.ModeNone:
+		c.OK = true
+		c.Detail = "off (daemon.sandbox: none): turns run as you, with all you can read"
+	default:
+		c.OK = true
+		c.Detail = "bwrap · network " + st.Network + " · $HOME empty but for sandbox.read, NERVE_HOME hidden"
+	}
+	return c
 }
 
 // gitCheck checks the git binary a workspace needs: present on PATH, and
@@ -120,6 +142,9 @@ func adapterCheck(ctx context.Context, f *Factory, cfg *config.Config, name, nee
 		what = av.Type
 	}
 	c.Detail = fmt.Sprintf("%s at %s · permissions %s · timeout %s", what, displayPath(av.Path), av.Permissions, av.Timeout)
+	if ac.Sandbox != "" {
+		c.Detail += " · sandbox " + ac.Sandbox
+	}
 	return c
 }
 

@@ -158,6 +158,7 @@ type mcpMessages struct {
 // goes on.
 func TestE2EMCPInAndOutsideATurn(t *testing.T) {
 	e, repo := mcpEnv(t)
+	e.unsandboxed("its agent hands its environment to the test through NERVE_HOME, for an MCP session of the turn's")
 	ref := strings.TrimSpace(e.must(0, "workflow", "run", "mcpwf", "--detach", "--workdir", repo).stdout)
 	turn := turnEnv(t, e)
 	if turn["NERVE_THREAD"] != ref || turn["NERVE_THREAD_SNAPSHOT"] == "" || turn["NERVE_STEP"] != "3" {

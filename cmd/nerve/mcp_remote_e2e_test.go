@@ -25,6 +25,7 @@ holder) ` + holdScript + ` ;;
 esac
 `
 	a := agentEnv(t, k, k.enrollToken(t, 1), "agent-m", script, "", 1)
+	a.unsandboxed("its agent hands its environment to the test through NERVE_HOME, for an MCP session of the turn's")
 	a.write("hold.yaml", `workflow: hold
 moderator: 'last = null ? {"role": "author"} : last.role = "author" ? {"role": "holder"} : {"done": true, "result": last.content}'
 roles:

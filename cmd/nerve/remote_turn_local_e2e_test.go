@@ -38,6 +38,7 @@ attacker)
 esac
 `
 	a := agentEnv(t, k, k.enrollToken(t, 1), "agent-r", script, "", 1)
+	a.unsandboxed("its agent tries nerve.sock and reports in NERVE_HOME")
 	a.write("mcpcall.sh", mcpCallScript)
 	a.write("mark.sh", "#!/bin/sh\ntouch \"$NERVE_HOME/local-ran\"\necho marked\n")
 	os.Chmod(filepath.Join(a.home, "mark.sh"), 0o755)

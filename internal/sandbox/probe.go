@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 )
@@ -12,9 +13,12 @@ import (
 // probe is the cached answer of Available: bwrap's path and whether a
 // sandbox like a turn's starts here.
 var probe = sync.OnceValues(func() (string, error) {
+	if runtime.GOOS != "linux" {
+		return "", fmt.Errorf("no sandbox on %s: nerve's sandbox is bubblewrap, on Linux", runtime.GOOS)
+	}
 	path := bwrapPath()
 	if path == "" {
-		return "", errors.New("bwrap not found on PATH (install bubblewrap)")
+		return "", errors.New("bwrap not found on PATH")
 	}
 	s := &Spec{Bwrap: path, Network: NetNone}
 	p, argv, env := s.Command("/bin/true", nil)
@@ -46,3 +50,19 @@ var bwrapPath = sync.OnceValue(func() string {
 	p, _ := exec.LookPath("bwrap")
 	return p
 })
+
+// Effective is what mode means here: ModeBwrap or ModeNone. For auto
+// where bwrap does not work it is ModeNone with the reason (a warning to
+// show); for bwrap there, ModeBwrap with the reason (turns fail).
+func Effective(mode string) (string, error) {
+	switch mode {
+	case ModeNone:
+		return ModeNone, nil
+	case ModeBwrap:
+		return ModeBwrap, Available()
+	}
+	if err := Available(); err != nil {
+		return ModeNone, err
+	}
+	return ModeBwrap, nil
+}

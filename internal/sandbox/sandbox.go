@@ -127,6 +127,15 @@ func (s *Spec) Command(binary string, args []string) (path string, argv []string
 			path = "bwrap"
 		}
 	}
+	// All namespaces (user, pid, net, ipc, uts, cgroup): the pid one
+	// makes bwrap its init, so whatever the CLI leaves (a nohup, a double
+	// fork, a setsid) dies when the CLI does; --die-with-parent kills the
+	// sandbox with the daemon (the signal follows the OS thread that
+	// started bwrap, which the Go runtime does not end unless a goroutine
+	// locked to it exits: nerve locks none). No --new-session: the
+	// adapter already starts bwrap in a session of its own without a
+	// terminal, and staying in its process group lets SIGTERM reach the
+	// CLI for a graceful end.
 	argv = []string{"bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL"}
 	if s.Network == NetOpen {
 		argv = append(argv, "--share-net")
@@ -160,7 +169,7 @@ func (s *Spec) Command(binary string, args []string) (path string, argv []string
 		add(1, "--ro-bind-try", p, p)
 	}
 	for _, b := range append([]string{binary}, s.Executables...) {
-		for _, p := range binaryPaths(b, s.covered) {
+		for _, p := range binaryPaths(b, s.Covers) {
 			add(1, "--ro-bind", p, p)
 		}
 	}
@@ -188,7 +197,12 @@ func (s *Spec) Command(binary string, args []string) (path string, argv []string
 			argv = append(argv, m.op, m.src, m.dst)
 		}
 	}
-	// Nothing outside the binds is writable (the root is bwrap's tmpfs).
+	// Nothing outside the binds is writable: not the root (bwrap's
+	// tmpfs), nor what hides NERVE_HOME (a nerve inside could start a
+	// daemon of its own there).
+	for _, h := range s.Hide {
+		argv = append(argv, "--remount-ro", filepath.Clean(h))
+	}
 	argv = append(argv, "--remount-ro", "/")
 	if s.Workdir != "" {
 		argv = append(argv, "--chdir", s.Workdir)
@@ -210,9 +224,9 @@ func bindOp(b Bind) string {
 	return "--ro-bind"
 }
 
-// covered reports whether binding dir would show more than it should:
+// Covers reports whether binding dir would show more than it should:
 // it is HOME, or holds HOME or a hidden path.
-func (s *Spec) covered(dir string) bool {
+func (s *Spec) Covers(dir string) bool {
 	if s.Home != "" && under(s.Home, dir) {
 		return true
 	}
@@ -228,7 +242,7 @@ func (s *Spec) covered(dir string) bool {
 // system's trees: its own directory (PATH finds it there) and, when it is
 // a link (npm's node_modules/.bin/claude), the package tree it points into
 // (the node_modules holding it, for its dependencies). A directory that
-// would show HOME or NERVE_HOME (covered) is replaced by the file alone.
+// would show HOME or NERVE_HOME (Covers) is replaced by the file alone.
 func binaryPaths(binary string, covered func(string) bool) []string {
 	if binary == "" || !filepath.IsAbs(binary) {
 		return nil

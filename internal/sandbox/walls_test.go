@@ -113,6 +113,7 @@ try outside 'echo x >%[3]s/new.txt'
 try outside-rm 'rm %[3]s/keep.txt'
 try root 'echo x >/evil'
 try usr 'echo x >/usr/evil'
+try nerve-home 'echo x >%[2]s/evil'
 echo x >%[1]s/evil && echo "home is scratch"
 try pgpassword 'env | grep -q PGPASSWORD'
 try ptrace-daemon 'kill -0 1 && test "$(cat /proc/1/comm)" != bwrap'
@@ -130,7 +131,7 @@ echo answer
 		t.Errorf("a wall has a hole:\n%s", out)
 	}
 	for _, w := range []string{"refused key", "refused tokens", "refused db", "refused socket", "refused outside\n", "refused outside-rm",
-		"refused root", "refused usr", "refused pgpassword", "home is scratch", "gitconfig [user]", `snapshot {"step":1}`, "task the task",
+		"refused root", "refused usr", "refused nerve-home", "refused pgpassword", "home is scratch", "gitconfig [user]", `snapshot {"step":1}`, "task the task",
 		"wrote workdir", "wrote state", "tmp t", "env HOME=" + r.home + " NERVE_THREAD=w#thread-1 PATH=/usr/bin:/bin \n", "answer\n"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("missing %q in:\n%s", w, out)
