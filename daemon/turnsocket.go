@@ -102,6 +102,7 @@ type turnScope struct {
 	// history is what the turn's snapshot holds: a remote turn's own
 	// thread's messages, which this daemon keeps no record of.
 	history []workflow.Message
+	log     *slog.Logger // where refusals are logged
 }
 
 // turnSocket is one turn's open socket.
@@ -194,7 +195,7 @@ func (ts *turnSockets) forTurn(t *reflex.Turn) (string, func(), error) {
 	if err != nil || ref.Thread == "" {
 		return "", nil, fmt.Errorf("turn socket: the turn's thread %q is no thread ref", t.Ref)
 	}
-	s, err := ts.open(&turnScope{ref: ref, step: t.Step, workdir: t.Workdir, history: t.History})
+	s, err := ts.open(&turnScope{ref: ref, step: t.Step, workdir: t.Workdir, history: t.History, log: ts.d.log})
 	if err != nil {
 		return "", nil, err
 	}

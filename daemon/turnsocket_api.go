@@ -46,7 +46,7 @@ func (d *Daemon) turnRoutes() http.Handler {
 	mux.HandleFunc("POST /v1/threads/{id}/answer", refuseAnswer)
 	mux.HandleFunc("GET /v1/may-answer", refuseAnswer)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		refuse(w, fmt.Sprintf("refused: a turn's channel to nerve serves its own thread, notices, child workflows and knowledge queries, not %s %s", r.Method, r.URL.Path), hintOutsideTurn)
+		refuse(w, r, fmt.Sprintf("refused: a turn's channel to nerve serves its own thread, notices, child workflows and knowledge queries, not %s %s", r.Method, r.URL.Path), hintOutsideTurn)
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Host != apiHost || turnScopeOf(r) == nil {
@@ -73,7 +73,12 @@ func turnScopeOf(r *http.Request) *turnScope {
 	return s
 }
 
-func refuse(w http.ResponseWriter, msg, hint string) {
+// refuse answers 403 with msg, and logs it: the owner learns what a
+// turn tried.
+func refuse(w http.ResponseWriter, r *http.Request, msg, hint string) {
+	if s := turnScopeOf(r); s != nil && s.log != nil {
+		s.log.Info("turn socket refused a request", "thread", s.ref.String(), "step", s.step, "request", r.Method+" "+r.URL.Path, "why", msg)
+	}
 	writeError(w, http.StatusForbidden, codeForbidden, msg, hint)
 }
 
@@ -82,7 +87,7 @@ func refuse(w http.ResponseWriter, msg, hint string) {
 // answer).
 func refuseAnswer(w http.ResponseWriter, r *http.Request) {
 	s := turnScopeOf(r)
-	refuse(w, fmt.Sprintf("refused: this answer comes from inside a running turn (%s step %d); an agent never approves its own work", s.ref, s.step), hintAnswer)
+	refuse(w, r, fmt.Sprintf("refused: this answer comes from inside a running turn (%s step %d); an agent never approves its own work", s.ref, s.step), hintAnswer)
 }
 
 // turnRead serves a read of thread {id} when it is the turn's own (a
@@ -95,11 +100,11 @@ func (d *Daemon) turnRead(local http.HandlerFunc, remote func(*turnScope, http.R
 		case s.ref.Remote != "" && id == s.ref.Thread && remote != nil:
 			remote(s, w, r)
 		case s.ref.Remote != "":
-			refuse(w, fmt.Sprintf("refused: a remote turn (%s) reads only its own thread's messages here, not %s", s.ref, id), "read the thread at its remote "+s.ref.Remote)
+			refuse(w, r, fmt.Sprintf("refused: a remote turn (%s) reads only its own thread's messages here, not %s", s.ref, id), "read the thread at its remote "+s.ref.Remote)
 		case id == s.ref.Thread || d.descends(id, s.ref.Thread):
 			local(w, r)
 		default:
-			s.refuseThread(w, id)
+			s.refuseThread(w, r, id)
 		}
 	}
 }
@@ -113,12 +118,12 @@ func (d *Daemon) turnChildOnly(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
-		s.refuseThread(w, id)
+		s.refuseThread(w, r, id)
 	}
 }
 
-func (s *turnScope) refuseThread(w http.ResponseWriter, id string) {
-	refuse(w, fmt.Sprintf("refused: a turn reads only its own thread (%s) and the children it started, not %s", s.ref, id), hintOutsideTurn)
+func (s *turnScope) refuseThread(w http.ResponseWriter, r *http.Request, id string) {
+	refuse(w, r, fmt.Sprintf("refused: a turn reads only its own thread (%s) and the children it started, not %s", s.ref, id), hintOutsideTurn)
 }
 
 // maxDescent bounds the walk up a thread's parents; max_spawn_depth is far
@@ -170,7 +175,7 @@ func (s *turnScope) remoteMessages(w http.ResponseWriter, r *http.Request) {
 func (d *Daemon) turnStart(w http.ResponseWriter, r *http.Request) {
 	s := turnScopeOf(r)
 	if s.ref.Remote != "" {
-		refuse(w, fmt.Sprintf("refused: a remote turn (%s) may not start this machine's local workflows; its children run on its remote %s", s.ref, s.ref.Remote),
+		refuse(w, r, fmt.Sprintf("refused: a remote turn (%s) may not start this machine's local workflows; its children run on its remote %s", s.ref, s.ref.Remote),
 			fmt.Sprintf("run a workflow of that remote: nerve workflow run %s/NAME", s.ref.Remote))
 		return
 	}
@@ -180,7 +185,7 @@ func (d *Daemon) turnStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if msg := s.narrowStart(&req); msg != "" {
-		refuse(w, msg, "a turn's child works in the turn's workdir or its own scratch directory")
+		refuse(w, r, msg, "a turn's child works in the turn's workdir or its own scratch directory")
 		return
 	}
 	if msg := d.overBudget(s.ref.Thread); msg != "" {
@@ -270,7 +275,7 @@ func (d *Daemon) turnNotify(w http.ResponseWriter, r *http.Request) {
 		req.Thread = s.ref.String()
 	}
 	if ref, err := workflow.ParseRef(req.Thread); err == nil && ref != s.ref {
-		refuse(w, fmt.Sprintf("refused: a turn notifies its own thread (%s), not %s", s.ref, req.Thread), "")
+		refuse(w, r, fmt.Sprintf("refused: a turn notifies its own thread (%s), not %s", s.ref, req.Thread), "")
 		return
 	}
 	req.Step = s.step
@@ -288,7 +293,7 @@ func (d *Daemon) turnKnowledge(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, root := range req.Roots {
 		if !within(root, s.workdir) {
-			refuse(w, fmt.Sprintf("refused: a turn queries the knowledge of repositories where it works (%s), not %s", s.workdirName(), root), "")
+			refuse(w, r, fmt.Sprintf("refused: a turn queries the knowledge of repositories where it works (%s), not %s", s.workdirName(), root), "")
 			return
 		}
 	}

@@ -187,6 +187,9 @@ func testTurnSocket(t *testing.T, posture string) {
 	if in := waitInbox(t, e, 2); len(in.Waiting) != 2 {
 		t.Fatalf("the human turns no longer wait: %+v", in)
 	}
+	if log, _ := os.ReadFile(filepath.Join(e.home, "nerve.log")); !strings.Contains(string(log), `turn socket refused a request thread=guarded#thread-2 step=3 request="POST /v1/shutdown"`) {
+		t.Errorf("the daemon's log does not say what the turn tried:\n%s", log)
+	}
 	sock := strings.TrimSpace(read("socket.path"))
 	if sock == "" || !strings.HasPrefix(sock, e.home) {
 		t.Fatalf("the turn's socket was %q", sock)
@@ -238,4 +241,23 @@ func processLives(pid, posture string) bool {
 	}
 	cmd, err := os.ReadFile("/proc/" + pid + "/cmdline") // not a pid reused since
 	return err == nil && strings.Contains(string(cmd), "late.sh")
+}
+
+// A turn's socket that answers no more (its turn ended, or a variable
+// pointing nowhere) is one line and a hint, exit 1: no daemon is started
+// in its stead, and none is looked for in NERVE_HOME.
+func TestE2ETurnSocketGone(t *testing.T) {
+	e := newEnv(t)
+	e.extra = append(e.extra, "NERVE_TURN_SOCKET="+filepath.Join(e.home, "gone.sock"), "NERVE_THREAD=w#thread-1")
+	for _, args := range [][]string{{"thread", "messages"}, {"workflow", "run", "w"}, {"thread", "answer", "w#thread-1", "yes"}} {
+		r := e.must(1, args...)
+		want := "nerve: the turn's channel to nerve does not answer (NERVE_TURN_SOCKET=" + filepath.Join(e.home, "gone.sock") + "): its turn has ended\n" +
+			"hint: a turn reaches nerve only while it runs\n"
+		if r.stderr != want || r.stdout != "" {
+			t.Errorf("nerve %s: %s\nwant stderr %q", strings.Join(args, " "), r, want)
+		}
+	}
+	if e.daemonPID() != 0 || fileExists(filepath.Join(e.home, "nerve.sock")) {
+		t.Fatal("a daemon was started for a turn whose socket is gone")
+	}
 }
