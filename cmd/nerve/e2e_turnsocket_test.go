@@ -69,17 +69,20 @@ echo "exit $?" >>"$o/mcp.json"
 cat "$o/mcp.json" "$o/mcp.err" >"$o/mcp.out"
 sh -c 'setsid sh "$0" </dev/null >/dev/null 2>&1 & echo $! >"$1"' "$o/late.sh" "$o/late.pid"
 i=0
-while [ ! -f "$o/late.started" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+while [ ! -f "$o/late.started" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
 echo worked
 `
 
-// tsockLate is the process the agent leaves behind: it waits for the
-// test's word that the turn ended, then uses the turn's socket again.
+// tsockLate is the process the agent leaves behind (setsid, its parent
+// gone): it answers the thread's human turn through the turn's socket
+// while the turn runs, then again once the test says the turn ended.
 const tsockLate = `o=$(dirname "$0")
+nerve thread answer "$NERVE_THREAD" "escaped" --step 2 --meta '{"approved": true}' >"$o/escaped.out" 2>&1
+echo "exit $?" >>"$o/escaped.out"
 touch "$o/late.started"
 i=0
 while [ ! -f "$o/ended" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
-NERVE_THREAD_SNAPSHOT= nerve thread messages --json >"$o/late.out" 2>&1
+nerve thread answer "$NERVE_THREAD" "escaped, later" --step 2 --meta '{"approved": true}' >"$o/late.out" 2>&1
 echo "exit $?" >>"$o/late.out"
 `
 
@@ -144,7 +147,7 @@ func testTurnSocket(t *testing.T, posture string) {
 	})
 	// A dozen nerve commands (race-built under -race) in one turn: longer
 	// than waitFor's bound on a loaded machine.
-	for deadline := time.Now().Add(90 * time.Second); !strings.Contains(read("mcp.out"), "exit ") || !fileExists(filepath.Join(work, "late.pid")); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(90 * time.Second); !strings.Contains(read("mcp.out"), "exit ") || !fileExists(filepath.Join(work, "late.started")); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("timed out waiting for the agent's turn to end")
 		}
@@ -157,6 +160,7 @@ func testTurnSocket(t *testing.T, posture string) {
 		"list":        "refused: a turn's channel to nerve serves its own thread, notices, child workflows and knowledge queries, not GET /v1/threads",
 		"stop":        "not POST /v1/shutdown",
 		"status":      "not GET /v1/status",
+		"escaped":     "refused: this answer comes from inside a running turn (guarded#thread-2 step 3); an agent never approves its own work",
 	} {
 		if got := read(name + ".out"); !strings.Contains(got, want) || !strings.HasSuffix(got, "exit 1\n") || strings.Contains(got, "goroutine ") {
 			t.Errorf("%s from inside the turn:\n%s\nwant exit 1 and %q", name, got, want)
@@ -232,8 +236,9 @@ func rpcLine(out string, id int) string {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-// processLives reports whether the left-behind process of pid still runs; inside bwrap the number is its namespace's, and the
-// namespace ends with the turn.
+// processLives reports whether the left-behind process of pid still
+// runs; inside bwrap the number is its namespace's, and the namespace
+// ends with the turn.
 func processLives(pid, posture string) bool {
 	pid = strings.TrimSpace(pid)
 	if posture == "bwrap" || pid == "" {
