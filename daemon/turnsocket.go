@@ -36,8 +36,9 @@ const TurnSocketEnv = "NERVE_TURN_SOCKET"
 
 // turnSockets makes the turns' sockets in one private directory (0700),
 // each under a random name (64 bits): a turn of a daemon started after a
-// crash never gets the path a process of a dead one still knows, and no
-// turn can guess another's. (A directory per turn would cost a mkdir and
+// crash never gets the path a process of a dead one still knows, and a
+// sandboxed turn, which sees only its own socket there, cannot guess
+// another's. (A directory per turn would cost a mkdir and
 // an rmdir more per turn, 40% of the socket's cost measured, for nothing
 // the shared private directory does not give.)
 type turnSockets struct {
