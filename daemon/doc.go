@@ -3,5 +3,7 @@
 // control API as HTTP/JSON on the unix socket nerve.sock. The CLI is its
 // client (Client), as docker is dockerd's. It also starts itself in the
 // background for the CLI (Spawn), and, when daemon.metrics_addr is set,
-// serves Prometheus /metrics on a loopback address.
+// serves Prometheus /metrics on a loopback address. Each turn reaches it
+// through a socket of its own instead (turnsocket.go, NERVE_TURN_SOCKET),
+// which serves that turn's rights only.
 package daemon

@@ -34,7 +34,7 @@ func SandboxWarning(mode string, err error) string {
 // reflex.TurnService), besides what the executor itself puts there.
 func turnServices(d *Daemon, r *runner) []reflex.TurnService {
 	var out []reflex.TurnService
-	out = append(out, newTurnSockets(d).service) // tsock: the turn's channel to nerve
-	out = append(out, d.netService)              // net: the allow-list proxy, secrets
+	out = append(out, newTurnSockets(d).service) // each turn's channel to nerve, with its rights only
+	out = append(out, d.netService)              // the allow-list proxy, secrets
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -15,13 +16,15 @@ import (
 
 	"github.com/nerve-agents/nerve/config"
 	"github.com/nerve-agents/nerve/reflex"
+	"github.com/nerve-agents/nerve/sense"
+	"github.com/nerve-agents/nerve/store"
 	"github.com/nerve-agents/nerve/workflow"
 )
 
 // turnSocketDaemon is a daemon's runner and store over a fresh NERVE_HOME
 // with a workflow "child" (one turn of `true`), a running thread of it
 // (the turn's), another running thread, and a child of the turn's thread.
-func turnSocketDaemon(t *testing.T) (d *Daemon, own, other, child *workflow.Thread) {
+func turnSocketDaemon(t testing.TB) (d *Daemon, own, other, child *workflow.Thread) {
 	t.Helper()
 	home, err := os.MkdirTemp("", "nts")
 	if err != nil {
@@ -36,7 +39,16 @@ func turnSocketDaemon(t *testing.T) (d *Daemon, own, other, child *workflow.Thre
 	if err := os.WriteFile(filepath.Join(cfg.Workflows[0], "child.yaml"), []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d, _ = newGatedDaemon(t, cfg)
+	st, err := store.Open(config.Paths{Home: cfg.Home}.DB(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = &Daemon{paths: config.Paths{Home: cfg.Home}, log: slog.New(slog.DiscardHandler), store: st, cfg: cfg,
+		capacity: sense.NewCapacity(cfg.Agent.MaxConcurrentTurns)}
+	d.gate = reflex.NewGate(d.config, st, d.log)
+	ctx, cancel := context.WithCancel(context.Background())
+	d.runner = newRunner(d, ctx)
+	t.Cleanup(func() { cancel(); d.runner.wait(); st.Close() })
 	def, err := workflow.Parse("child.yaml", []byte(src), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +108,7 @@ func TestTurnSocketServesTheTurnOnly(t *testing.T) {
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 || fi.Mode()&os.ModeSocket == 0 {
 		t.Fatalf("socket %s: %v %v", path, fi.Mode(), err)
 	}
-	if fi, err := os.Stat(filepath.Dir(path)); err != nil || fi.Mode().Perm() != 0o700 {
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || fi.Mode().Perm() != 0o700 || filepath.Dir(path) != filepath.Join(d.paths.Home, "turns") {
 		t.Fatalf("socket directory: %v %v", fi.Mode(), err)
 	}
 	if len(path) > maxSocketPath {
@@ -200,8 +212,8 @@ func TestTurnSocketEndsWithTheTurn(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("closing the socket took %s", took)
 	}
-	if _, err := os.Stat(filepath.Dir(path)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("the turn's socket directory is still there: %v", err)
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the turn's socket is still there: %v", err)
 	}
 	err = c.Ping(context.Background())
 	var nr *NotRunningError
@@ -240,8 +252,8 @@ func TestTurnSocketSweepAndLongHome(t *testing.T) {
 	if base != filepath.Join(d.paths.Home, "turns") {
 		t.Fatalf("base %s", base)
 	}
-	stale := filepath.Join(base, "123", turnSocketName)
-	os.MkdirAll(filepath.Dir(stale), 0o700)
+	stale := filepath.Join(base, "0123456789abcdef.sock")
+	os.MkdirAll(base, 0o700)
 	ln, err := net.Listen("unix", stale)
 	if err != nil {
 		t.Fatal(err)
@@ -249,7 +261,7 @@ func TestTurnSocketSweepAndLongHome(t *testing.T) {
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	ln.Close() // what a crash leaves: a socket file nobody serves
 	openTurnSocket(t, d, "child#"+own.ID, "", nil)
-	if _, err := os.Stat(filepath.Dir(stale)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a crashed daemon's turn socket is still there: %v", err)
 	}
 	if fi, err := os.Lstat(base); err != nil || fi.Mode().Perm() != 0o700 || !fi.IsDir() {
@@ -258,7 +270,7 @@ func TestTurnSocketSweepAndLongHome(t *testing.T) {
 
 	long := "/" + strings.Repeat("h", 85)
 	lb := turnSocketBase(long)
-	if !strings.HasPrefix(lb, os.TempDir()) || lb == turnSocketBase(long+"x") || len(lb)+12+len(turnSocketName) > maxSocketPath {
+	if !strings.HasPrefix(lb, os.TempDir()) || lb == turnSocketBase(long+"x") || len(lb)+1+turnSocketNameLen > maxSocketPath {
 		t.Fatalf("a long home's sockets go to %s", lb)
 	}
 	if turnSocketBase("/"+strings.Repeat("h", 80)) == lb {

@@ -69,17 +69,20 @@ echo "exit $?" >>"$o/mcp.json"
 cat "$o/mcp.json" "$o/mcp.err" >"$o/mcp.out"
 sh -c 'setsid sh "$0" </dev/null >/dev/null 2>&1 & echo $! >"$1"' "$o/late.sh" "$o/late.pid"
 i=0
-while [ ! -f "$o/late.started" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+while [ ! -f "$o/late.started" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
 echo worked
 `
 
-// tsockLate is the process the agent leaves behind: it waits for the
-// test's word that the turn ended, then uses the turn's socket again.
+// tsockLate is the process the agent leaves behind (setsid, its parent
+// gone): it answers the thread's human turn through the turn's socket
+// while the turn runs, then again once the test says the turn ended.
 const tsockLate = `o=$(dirname "$0")
+nerve thread answer "$NERVE_THREAD" "escaped" --step 2 --meta '{"approved": true}' >"$o/escaped.out" 2>&1
+echo "exit $?" >>"$o/escaped.out"
 touch "$o/late.started"
 i=0
 while [ ! -f "$o/ended" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
-NERVE_THREAD_SNAPSHOT= nerve thread messages --json >"$o/late.out" 2>&1
+nerve thread answer "$NERVE_THREAD" "escaped, later" --step 2 --meta '{"approved": true}' >"$o/late.out" 2>&1
 echo "exit $?" >>"$o/late.out"
 `
 
@@ -144,7 +147,7 @@ func testTurnSocket(t *testing.T, posture string) {
 	})
 	// A dozen nerve commands (race-built under -race) in one turn: longer
 	// than waitFor's bound on a loaded machine.
-	for deadline := time.Now().Add(90 * time.Second); !strings.Contains(read("mcp.out"), "exit ") || !fileExists(filepath.Join(work, "late.pid")); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(90 * time.Second); !strings.Contains(read("mcp.out"), "exit ") || !fileExists(filepath.Join(work, "late.started")); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("timed out waiting for the agent's turn to end")
 		}
@@ -157,6 +160,7 @@ func testTurnSocket(t *testing.T, posture string) {
 		"list":        "refused: a turn's channel to nerve serves its own thread, notices, child workflows and knowledge queries, not GET /v1/threads",
 		"stop":        "not POST /v1/shutdown",
 		"status":      "not GET /v1/status",
+		"escaped":     "refused: this answer comes from inside a running turn (guarded#thread-2 step 3); an agent never approves its own work",
 	} {
 		if got := read(name + ".out"); !strings.Contains(got, want) || !strings.HasSuffix(got, "exit 1\n") || strings.Contains(got, "goroutine ") {
 			t.Errorf("%s from inside the turn:\n%s\nwant exit 1 and %q", name, got, want)
@@ -187,17 +191,20 @@ func testTurnSocket(t *testing.T, posture string) {
 	if in := waitInbox(t, e, 2); len(in.Waiting) != 2 {
 		t.Fatalf("the human turns no longer wait: %+v", in)
 	}
+	if log, _ := os.ReadFile(filepath.Join(e.home, "nerve.log")); !strings.Contains(string(log), `turn socket refused a request thread=guarded#thread-2 step=3 request="POST /v1/shutdown"`) {
+		t.Errorf("the daemon's log does not say what the turn tried:\n%s", log)
+	}
 	sock := strings.TrimSpace(read("socket.path"))
 	if sock == "" || !strings.HasPrefix(sock, e.home) {
 		t.Fatalf("the turn's socket was %q", sock)
 	}
 
 	// The person answers; the thread completes, and its turn's socket is
-	// gone with its directory.
+	// gone.
 	e.must(0, "thread", "answer", "guarded#thread-2", "yes", "--step", "2", "--meta", `{"approved": true}`)
 	e.must(0, "workflow", "logs", "guarded#thread-2", "-f")
-	if _, err := os.Stat(filepath.Dir(sock)); !os.IsNotExist(err) {
-		t.Errorf("the turn's socket directory outlived its turn: %v", err)
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("the turn's socket outlived its turn: %v", err)
 	}
 	if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
 		c.Close()
@@ -229,8 +236,9 @@ func rpcLine(out string, id int) string {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-// processLives reports whether the left-behind process of pid still runs; inside bwrap the number is its namespace's, and the
-// namespace ends with the turn.
+// processLives reports whether the left-behind process of pid still
+// runs; inside bwrap the number is its namespace's, and the namespace
+// ends with the turn.
 func processLives(pid, posture string) bool {
 	pid = strings.TrimSpace(pid)
 	if posture == "bwrap" || pid == "" {
@@ -238,4 +246,23 @@ func processLives(pid, posture string) bool {
 	}
 	cmd, err := os.ReadFile("/proc/" + pid + "/cmdline") // not a pid reused since
 	return err == nil && strings.Contains(string(cmd), "late.sh")
+}
+
+// A turn's socket that answers no more (its turn ended, or a variable
+// pointing nowhere) is one line and a hint, exit 1: no daemon is started
+// in its stead, and none is looked for in NERVE_HOME.
+func TestE2ETurnSocketGone(t *testing.T) {
+	e := newEnv(t)
+	e.extra = append(e.extra, "NERVE_TURN_SOCKET="+filepath.Join(e.home, "gone.sock"), "NERVE_THREAD=w#thread-1")
+	for _, args := range [][]string{{"thread", "messages"}, {"workflow", "run", "w"}, {"thread", "answer", "w#thread-1", "yes"}} {
+		r := e.must(1, args...)
+		want := "nerve: the turn's channel to nerve does not answer (NERVE_TURN_SOCKET=" + filepath.Join(e.home, "gone.sock") + "): its turn has ended\n" +
+			"hint: a turn reaches nerve only while it runs\n"
+		if r.stderr != want || r.stdout != "" {
+			t.Errorf("nerve %s: %s\nwant stderr %q", strings.Join(args, " "), r, want)
+		}
+	}
+	if e.daemonPID() != 0 || fileExists(filepath.Join(e.home, "nerve.sock")) {
+		t.Fatal("a daemon was started for a turn whose socket is gone")
+	}
 }

@@ -34,8 +34,9 @@ func newCmdMCP(f *Factory, runF func(*MCPOptions) error) *cobra.Command {
 
 Tools: thread_messages, thread_status, notify (info, warning or blocking, into the thread's trace),
 knowledge_query, workflow_list and workflow_run. Inside a turn (NERVE_THREAD set) the thread
-defaults to the turn's, and thread_messages answers from the turn's snapshot. --read-only offers
-the read tools only. When stdin closes, it answers the requests already read, then exits (after
+defaults to the turn's, thread_messages answers from the turn's snapshot, and the daemon is
+reached through the turn's own socket (NERVE_TURN_SOCKET), with the turn's rights only.
+--read-only offers the read tools only. When stdin closes, it answers the requests already read, then exits (after
 an hour and a minute, the longest a call may take, it gives up on those still unanswered: exit 1).`,
 		Example: `  claude mcp add nerve -- nerve mcp
   nerve mcp --read-only`,

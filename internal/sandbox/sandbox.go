@@ -127,6 +127,15 @@ func (s *Spec) Command(binary string, args []string) (path string, argv []string
 			path = "bwrap"
 		}
 	}
+	// All namespaces (user, pid, net, ipc, uts, cgroup): the pid one
+	// makes bwrap its init, so whatever the CLI leaves (a nohup, a double
+	// fork, a setsid) dies when the CLI does; --die-with-parent kills the
+	// sandbox with the daemon (the signal follows the OS thread that
+	// started bwrap, which the Go runtime does not end unless a goroutine
+	// locked to it exits: nerve locks none). No --new-session: the
+	// adapter already starts bwrap in a session of its own without a
+	// terminal, and staying in its process group lets SIGTERM reach the
+	// CLI for a graceful end.
 	argv = []string{"bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL"}
 	if s.Network == NetOpen {
 		argv = append(argv, "--share-net")
