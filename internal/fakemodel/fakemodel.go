@@ -17,8 +17,11 @@ import (
 // "agent" it plays an agent that reads its thread through nerve's MCP
 // server: it asks for the tool thread_messages (after a tool search where
 // the CLI hides MCP tools behind one), then answers "Quoted: " and the
-// content of the last message the tool returned. Mode "500" fails every
-// call; mode "hang" never answers.
+// content of the last message the tool returned. Mode "plain" answers
+// Plain; "json" answers JSONAnswer, a fenced json block; "shell" runs
+// ShellCommand through the CLI's shell tool and answers "Tool said: " and
+// its output. Mode "500" fails every call, "429" refuses every call for
+// rate (Retry-After: 1); mode "hang" never answers.
 type Server struct {
 	// URL is the endpoint's base, http://127.0.0.1:PORT.
 	URL  string
@@ -74,17 +77,23 @@ func (m *Server) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusInternalServerError)
 		io.WriteString(w, `{"type":"error","error":{"type":"api_error","message":"fake internal error","code":500,"status":"INTERNAL"}}`)
 		return
+	case "429":
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, `{"type":"error","error":{"type":"rate_limit_error","message":"fake rate limit","code":429,"status":"RESOURCE_EXHAUSTED"}}`)
+		return
 	}
 	var err error
 	switch p := r.URL.Path; {
 	case strings.HasSuffix(p, "/messages"):
-		err = anthropicTurn(w, body)
+		err = anthropicTurn(w, body, m.mode)
 	case strings.HasSuffix(p, "/responses"):
-		err = responsesTurn(w, body)
+		err = responsesTurn(w, body, m.mode)
 	case strings.HasSuffix(p, "/chat/completions"):
-		err = chatTurn(w, body)
+		err = chatTurn(w, body, m.mode)
 	case strings.Contains(p, ":streamGenerateContent"), strings.Contains(p, ":generateContent"):
-		err = geminiTurn(w, body, strings.Contains(p, ":stream"))
+		err = geminiTurn(w, body, strings.Contains(p, ":stream"), m.mode)
 	default:
 		http.NotFound(w, r)
 		return
@@ -102,9 +111,24 @@ type step struct {
 	text string
 }
 
-// decide plays the agent: results maps the tools called so far to what
-// they returned; offered are the tools of this request.
-func decide(results map[string]string, offered []string) step {
+// The fixed answers of modes plain, json and shell.
+const (
+	Plain        = "Hello from the fake model."
+	JSONAnswer   = "Here is the verdict:\n\n```json\n{\"verdict\": \"approve\"}\n```"
+	ShellCommand = "echo hello-from-tool"
+)
+
+// decide plays the agent of mode: results maps the tools called so far
+// to what they returned; offered are the tools of this request.
+func decide(mode string, results map[string]string, offered []string) step {
+	switch mode {
+	case "plain":
+		return step{text: Plain}
+	case "json":
+		return step{text: JSONAnswer}
+	case "shell":
+		return shellStep(results, offered)
+	}
 	for name, res := range results {
 		if isNerveTool(name) {
 			return step{text: quote(res)}
