@@ -50,6 +50,13 @@ var kinds = []kind{
 	{name: "hermes", binary: "hermes", timeout: DefaultAgentTimeout, build: buildHermes},
 	{name: "qwen", binary: "qwen", timeout: DefaultAgentTimeout, build: buildQwen},
 	{name: "opencode", binary: "opencode", timeout: DefaultAgentTimeout, build: buildOpencode},
+	{name: "copilot", binary: "copilot", timeout: DefaultAgentTimeout, build: buildCopilot},
+	{name: "pi", binary: "pi", timeout: DefaultAgentTimeout, build: buildPi},
+	{name: "crush", binary: "crush", timeout: DefaultAgentTimeout, build: buildCrush},
+	{name: "kilo", binary: "kilo", timeout: DefaultAgentTimeout, build: buildKilo},
+	{name: "droid", binary: "droid", timeout: DefaultAgentTimeout, build: buildDroid},
+	{name: "continue", binary: "cn", timeout: DefaultAgentTimeout, build: buildContinue},
+	{name: "auggie", binary: "auggie", timeout: DefaultAgentTimeout, build: buildAuggie},
 	{name: "exec", timeout: DefaultExecTimeout, build: buildExec},
 }
 
