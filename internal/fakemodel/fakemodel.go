@@ -142,12 +142,26 @@ func decide(mode string, results map[string]string, offered []string) step {
 	// Claude and qwen defer MCP tools behind a search; qwen then calls
 	// them through tool_call.
 	for _, search := range []string{"ToolSearch", "tool_search"} {
-		if _, searched := results[search]; !searched && contains(offered, search) {
+		res, searched := results[search]
+		if !searched && contains(offered, search) {
 			return step{tool: search, args: map[string]any{"query": "select:mcp__nerve__thread_messages"}}
+		}
+		// Droid names it nerve___thread_messages and says so when the
+		// name searched for is not found.
+		if _, list, ok := strings.Cut(res, "Available exact tool names include: "); ok && contains(offered, search) {
+			for _, name := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' || r == '.' }) {
+				if isNerveTool(name) {
+					return step{tool: search, args: map[string]any{"query": "select:" + name}}
+				}
+			}
 		}
 	}
 	if _, searched := results["tool_search"]; searched && contains(offered, "tool_call") {
 		return step{tool: "tool_call", args: map[string]any{"name": "mcp__nerve__thread_messages", "arguments": map[string]any{"last": 1}}}
+	}
+	// A CLI without MCP (pi) reads the thread with nerve's query command.
+	if st, ok := threadByShell(results, offered); ok {
+		return st
 	}
 	return step{text: "No nerve thread_messages tool was offered; tools: " + strings.Join(offered, " ")}
 }
@@ -155,9 +169,10 @@ func decide(mode string, results map[string]string, offered []string) step {
 // isNerveTool reports whether a CLI's name of a tool is nerve's
 // thread_messages: mcp__nerve__thread_messages (claude, qwen),
 // mcp__nerve/thread_messages (codex's namespace), mcp_nerve_thread_messages
-// (gemini), nerve_thread_messages (opencode).
+// (gemini), nerve_thread_messages (opencode, kilo), nerve-thread_messages
+// (copilot), nerve___thread_messages (droid), bare (continue).
 func isNerveTool(name string) bool {
-	return strings.Contains(name, "nerve") && strings.HasSuffix(name, "thread_messages")
+	return name == "thread_messages" || strings.Contains(name, "nerve") && strings.HasSuffix(name, "thread_messages")
 }
 
 func contains(ss []string, s string) bool {
@@ -170,21 +185,31 @@ func contains(ss []string, s string) bool {
 }
 
 // quote finds thread_messages' JSON in a tool result (CLIs wrap it in
-// their own text) and quotes the content of the last message.
+// their own text, pretty-print it, or pass on MCP's content array as JSON
+// text) and quotes the content of the last message.
 func quote(res string) string {
-	i := strings.Index(res, `{"`)
-	if i < 0 {
-		return "Could not find the tool's JSON in: " + res
+	var parts []struct {
+		Text string `json:"text"`
 	}
-	var out struct {
-		Messages []struct {
-			Content string `json:"content"`
-		} `json:"messages"`
+	if json.Unmarshal([]byte(strings.TrimSpace(res)), &parts) == nil && len(parts) > 0 {
+		res = parts[0].Text
 	}
-	if err := json.NewDecoder(strings.NewReader(res[i:])).Decode(&out); err != nil || len(out.Messages) == 0 {
-		return fmt.Sprintf("Could not read the tool's JSON (%v) in: %s", err, res)
+	for i := strings.IndexByte(res, '{'); i >= 0; {
+		var out struct {
+			Messages []struct {
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		if err := json.NewDecoder(strings.NewReader(res[i:])).Decode(&out); err == nil && len(out.Messages) > 0 {
+			return "Quoted: " + out.Messages[len(out.Messages)-1].Content
+		}
+		j := strings.IndexByte(res[i+1:], '{')
+		if j < 0 {
+			break
+		}
+		i += 1 + j
 	}
-	return "Quoted: " + out.Messages[len(out.Messages)-1].Content
+	return "Could not find the tool's JSON in: " + res
 }
 
 // resultText is a tool result as text: a string, or the text of its

@@ -1,6 +1,9 @@
 package fakemodel
 
-import "strings"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // shellTools are the CLIs' shell tools and the arguments each requires
 // besides the command (../shared/CLIS-MORE.md): bash (copilot, pi, kilo,
@@ -31,4 +34,42 @@ func shellStep(results map[string]string, offered []string) step {
 		}
 	}
 	return step{text: "No shell tool was offered; tools: " + strings.Join(offered, " ")}
+}
+
+// ThreadCommand is how the fake agent reads its thread through a shell.
+const ThreadCommand = "nerve thread messages --last 1 --json"
+
+// threadByShell runs ThreadCommand through the shell tool offered, then
+// quotes the content of the message it printed.
+func threadByShell(results map[string]string, offered []string) (step, bool) {
+	for name := range shellTools {
+		res, ok := results[name]
+		if !ok {
+			continue
+		}
+		for i := strings.IndexByte(res, '{'); i >= 0; {
+			var m struct {
+				Content string `json:"content"`
+			}
+			if json.NewDecoder(strings.NewReader(res[i:])).Decode(&m) == nil && m.Content != "" {
+				return step{text: "Quoted: " + m.Content}, true
+			}
+			j := strings.IndexByte(res[i+1:], '{')
+			if j < 0 {
+				break
+			}
+			i += 1 + j
+		}
+		return step{text: "Could not find a message in: " + res}, true
+	}
+	for _, name := range offered {
+		if extra, ok := shellTools[name]; ok {
+			args := map[string]any{"command": ThreadCommand}
+			for k, v := range extra {
+				args[k] = v
+			}
+			return step{tool: name, args: args}, true
+		}
+	}
+	return step{}, false
 }
