@@ -88,10 +88,20 @@ func buildDroid(a *cliAdapter, req Request) (*invocation, error) {
 	return inv, nil
 }
 
+// droidStateDirs are the directories Droid writes its state in under
+// .factory: made in the user's before it is linked, so that state is not
+// left in the turn's home, which goes with the turn.
+var droidStateDirs = []string{"sessions", "logs", "cache", "state", "telemetry", "droids", "certs", "temp"}
+
 // droidHome makes dst a .factory directory that links every entry of the
 // user's (src; sessions, logs and settings stay theirs) but mcp.json,
 // which registers nerve's server alone.
 func droidHome(src, dst string, s *MCPServer, perm string) error {
+	for _, d := range append([]string{""}, droidStateDirs...) {
+		if err := os.MkdirAll(filepath.Join(src, d), 0o700); err != nil {
+			return err
+		}
+	}
 	if err := os.MkdirAll(dst, 0o700); err != nil {
 		return err
 	}
