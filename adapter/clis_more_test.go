@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -149,5 +150,19 @@ func TestCopilotUsageFile(t *testing.T) {
 	}
 	if content, _, reason := p.finish(outcome{}); reason != "" || content != "Quoted: The code word is plum-4417." {
 		t.Fatalf("finish: %q %q", content, reason)
+	}
+}
+
+// Crush approves every tool itself: only the full posture is valid.
+func TestCrushFullOnly(t *testing.T) {
+	for _, perm := range []string{"", PermWorkspace, PermReadOnly} {
+		err := Validate("crush", Spec{Permissions: perm})
+		var se *SpecError
+		if !errors.As(err, &se) || se.Field != "permissions" || !strings.Contains(err.Error(), "set permissions: full") {
+			t.Errorf("permissions %q: %v, want a permissions error", perm, err)
+		}
+	}
+	if err := Validate("crush", Spec{Permissions: PermFull}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -12,15 +12,13 @@ import "fmt"
 // decides (a failure prints "agent run failed: …"). The model endpoint is
 // the user's crush.json / crushrc. `crush run` approves every tool itself
 // and takes MCP servers only from its config, so nerve can hold it to no
-// posture but full: workspace and read-only are refused rather than
-// pretended.
+// posture but full: an instance with workspace or read-only (the default)
+// is a configuration error rather than a pretence.
 
 var crushEnv = []string{"CRUSH_DISABLE_METRICS=1", "CRUSH_DISABLE_PROVIDER_AUTO_UPDATE=1"}
 
 func buildCrush(a *cliAdapter, req Request) (*invocation, error) {
-	if a.info.Permissions != PermFull {
-		return nil, fmt.Errorf("crush run approves every tool itself, so nerve cannot hold it to the %s posture: set adapters.%s.permissions to full on a machine that is itself a sandbox", a.info.Permissions, a.info.Name)
-	}
+	// Validate has made sure of the full posture (kind.fullOnly).
 	if len(req.Prompt) > maxArgBytes {
 		return nil, fmt.Errorf("the prompt is %d bytes, longer than a command line takes (128 KiB)", len(req.Prompt))
 	}
