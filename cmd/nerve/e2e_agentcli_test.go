@@ -77,8 +77,9 @@ func agentEnvFor(t *testing.T, cli string, m *fakemodel.Server, timeout, perm st
 }
 
 // writeTool matches a write tool of nerve's as a CLI names it to the model
-// (mcp__nerve__notify, mcp_nerve_workflow_run, a namespace's notify).
-var writeTool = regexp.MustCompile(`"name":"[a-z_]*(notify|workflow_run)"`)
+// (mcp__nerve__notify, mcp_nerve_workflow_run, a namespace's notify,
+// copilot's nerve-notify, continue's bare notify).
+var writeTool = regexp.MustCompile(`"name":"[a-z_-]*(notify|workflow_run)"`)
 
 // TestE2EAgentCLIsQuoteThreadThroughMCP: under the default posture, and
 // under read-only and full, with no shell tool used, each CLI's agent
