@@ -2,7 +2,10 @@ package adapter
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -164,5 +167,61 @@ func TestCrushFullOnly(t *testing.T) {
 	}
 	if err := Validate("crush", Spec{Permissions: PermFull}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A prompt that looks like a flag (or, to pi, a file) reaches each CLI
+// whole, as one argument or on stdin; one too long for a command line goes
+// on stdin or in a file, or is refused with a clear error.
+func TestPromptPassingMoreCLIs(t *testing.T) {
+	long := strings.Repeat("x", maxArgBytes+1)
+	tests := []struct {
+		typ, prompt string
+		want        string // "arg", "stdin", "file ARG" (the flag before the file) or "refused"
+	}{
+		{"copilot", "-v @x", "arg"}, {"copilot", long, "refused"},
+		{"pi", "plain words", "arg"}, {"pi", "-v", "stdin"}, {"pi", "@notes.md", "stdin"}, {"pi", long, "stdin"},
+		{"kilo", "-v", "arg"}, {"kilo", long, "refused"},
+		{"droid", "-v", "arg"}, {"droid", long, "file -f"},
+		{"continue", "-v", "arg"}, {"continue", long, "refused"},
+		{"auggie", "-v", "arg"}, {"auggie", long, "file --instruction-file"},
+		{"crush", "-v", "arg"}, {"crush", long, "refused"},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/%.12s", tt.typ, tt.prompt), func(t *testing.T) {
+			dump := filepath.Join(t.TempDir(), "dump.json")
+			c := fake(t, tt.typ, "replay", map[string]string{"FAKE_CLI_DUMP": dump, "FAKE_CLI_EXIT": "1"})
+			c.Permissions = PermFull
+			_, err := runFake(t, tt.typ, c, Request{Prompt: tt.prompt})
+			if tt.want == "refused" {
+				if err == nil || !strings.Contains(err.Error(), "longer than a command line takes") {
+					t.Fatalf("want a clear refusal, got %v", err)
+				}
+				return
+			}
+			d := readDump(t, dump)
+			switch kind, flag, _ := strings.Cut(tt.want, " "); kind {
+			case "arg":
+				if !slices.Contains(d.Args, tt.prompt) && !slices.Contains(d.Args, "--prompt="+tt.prompt) &&
+					!slices.Contains(d.Args, "--instruction="+tt.prompt) {
+					t.Fatalf("prompt %q is not one argument: %q", tt.prompt, d.Args)
+				}
+				if i := slices.Index(d.Args, tt.prompt); i > 0 && tt.typ != "pi" && d.Args[i-1] != "--" {
+					t.Fatalf("prompt not after --: %q", d.Args)
+				}
+			case "stdin":
+				if d.Stdin != tt.prompt || slices.Contains(d.Args, tt.prompt) {
+					t.Fatalf("want the prompt on stdin only: stdin %d bytes, args %.200q", d.StdinBytes, d.Args)
+				}
+			case "file":
+				i := slices.Index(d.Args, flag)
+				if i < 0 || i+1 >= len(d.Args) {
+					t.Fatalf("no %s FILE: %.300q", flag, d.Args)
+				}
+				if _, err := os.Stat(d.Args[i+1]); err == nil {
+					t.Errorf("the prompt file %s outlived the turn", d.Args[i+1])
+				}
+			}
+		})
 	}
 }

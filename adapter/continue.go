@@ -3,7 +3,9 @@ package adapter
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,7 +24,7 @@ import (
 // ~/.continue). cn takes local MCP servers only from a config file, so for
 // a turn with nerve's server the adapter copies that config, adds nerve's
 // server to its mcpServers and passes the copy with --config (not when
-// args name a --config of their own). Tool names are bare
+// args name a --config of their own, nor when there is no local config.yaml). Tool names are bare
 // (thread_messages).
 //
 // Postures: full is --auto. Its Bash runs a login shell, whose PATH loses
@@ -68,11 +70,16 @@ func buildContinue(a *cliAdapter, req Request) (*invocation, error) {
 		}
 		inv.cleanup = func() { os.RemoveAll(dir) }
 		cfg := filepath.Join(dir, "config.yaml")
-		if err := continueConfig(filepath.Join(global, "config.yaml"), cfg, req.MCP, a.info.Permissions); err != nil {
+		switch err := continueConfig(filepath.Join(global, "config.yaml"), cfg, req.MCP, a.info.Permissions); {
+		case errors.Is(err, fs.ErrNotExist):
+			// No local config (a hub one, or none): cn's own, without
+			// nerve's server.
+		case err != nil:
 			inv.cleanup()
 			return nil, err
+		default:
+			args = append(args, "--config", cfg)
 		}
-		args = append(args, "--config", cfg)
 	}
 	args = append(args, continuePosture(a.info.Permissions)...)
 	inv.args = append(args, "--", req.Prompt)
