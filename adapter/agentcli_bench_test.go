@@ -32,7 +32,11 @@ const benchWord = "The code word is plum-4417."
 // adapter (Run), and by hand with the very argv and environment the
 // adapter built, alternating in the same run. nerve-ms and hand-ms are
 // each a turn's mean wall time; overhead-ms is their difference, and
-// min-overhead-ms the difference of the fastest turns.
+// min-overhead-ms the difference of the fastest turns. Of a turn through
+// nerve, spawn-ms is Run called to the CLI started (nerve's own: the
+// invocation, temp files, env), first-event-ms the CLI started to its
+// first stdout line (the CLI's start-up), and stored-ms its last line to
+// Run's result (the CLI's exit, nerve's group kill, drain and parse).
 //
 //	go test -run '^$' -bench AgentCLITurn -benchtime 5x ./adapter
 func BenchmarkAgentCLITurn(b *testing.B) {
@@ -40,7 +44,7 @@ func BenchmarkAgentCLITurn(b *testing.B) {
 	binDir := b.TempDir
 	for _, cli := range fakemodel.CLIs {
 		b.Run(cli, func(b *testing.B) {
-			path, err := exec.LookPath(cli)
+			path, err := exec.LookPath(fakemodel.Binary(cli))
 			if err != nil {
 				b.Skipf("%s is not installed", cli)
 			}
@@ -53,7 +57,11 @@ func BenchmarkAgentCLITurn(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			a, err := New(cli, Spec{Model: model, Env: env, Timeout: yamlfile.Duration(2 * time.Minute)})
+			perm := ""
+			if cli == "pi" {
+				perm = PermFull // pi reads its thread with its shell, which only full gives it
+			}
+			a, err := New(cli, Spec{Model: model, Env: env, Permissions: perm, Timeout: yamlfile.Duration(4 * time.Minute)})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -73,13 +81,24 @@ func BenchmarkAgentCLITurn(b *testing.B) {
 			if _, err := a.Run(context.Background(), req); err != nil {
 				b.Fatalf("warm-up turn: %v", err)
 			}
-			var viaNerve, byHand time.Duration
+			var viaNerve, byHand, spawn, firstEvent, stored time.Duration
 			minNerve, minHand := time.Duration(1<<62), time.Duration(1<<62)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
+				var started, first, last time.Time
+				req.OnStart = func(int) { started = time.Now() }
+				req.OnOutput = func([]byte) {
+					if first.IsZero() {
+						first = time.Now()
+					}
+					last = time.Now()
+				}
 				start := time.Now()
 				res, err := a.Run(context.Background(), req)
 				d := time.Since(start)
+				spawn += started.Sub(start)
+				firstEvent += first.Sub(started)
+				stored += start.Add(d).Sub(last)
 				viaNerve, minNerve = viaNerve+d, min(minNerve, d)
 				if err != nil || res.Content != want {
 					b.Fatalf("through nerve: %v %+v", err, res)
@@ -112,6 +131,9 @@ func BenchmarkAgentCLITurn(b *testing.B) {
 			b.ReportMetric(float64((viaNerve-byHand).Milliseconds())/n, "overhead-ms")
 			// The fastest turn of each: less noise than the means.
 			b.ReportMetric(float64((minNerve - minHand).Milliseconds()), "min-overhead-ms")
+			b.ReportMetric(float64(spawn.Microseconds())/n/1000, "spawn-ms")
+			b.ReportMetric(float64(firstEvent.Milliseconds())/n, "first-event-ms")
+			b.ReportMetric(float64(stored.Microseconds())/n/1000, "stored-ms")
 		})
 	}
 }

@@ -32,11 +32,31 @@ type Availability struct {
 
 // installHints say how to get each CLI.
 var installHints = map[string]string{
-	"claude": "npm install -g @anthropic-ai/claude-code",
-	"codex":  "npm install -g @openai/codex",
-	"gemini": "npm install -g @google/gemini-cli",
-	"cursor": "install Cursor's CLI: curl https://cursor.com/install -fsS | bash",
-	"hermes": "install Hermes' CLI and put it on PATH",
+	"claude":   "npm install -g @anthropic-ai/claude-code",
+	"codex":    "npm install -g @openai/codex",
+	"gemini":   "npm install -g @google/gemini-cli",
+	"cursor":   "install Cursor's CLI: curl https://cursor.com/install -fsS | bash",
+	"hermes":   "install Hermes' CLI and put it on PATH",
+	"qwen":     "npm install -g @qwen-code/qwen-code",
+	"opencode": "npm install -g opencode-ai",
+	"copilot":  "npm install -g @github/copilot",
+	"pi":       "npm install -g @mariozechner/pi-coding-agent",
+	"crush":    "npm install -g @charmland/crush (it downloads its binary from GitHub)",
+	"kilo":     "npm install -g @kilocode/cli",
+	"droid":    "npm install -g @factory/cli",
+	"continue": "npm install -g @continuedev/cli",
+	"auggie":   "npm install -g @augmentcode/auggie, then auggie login",
+}
+
+// Installed reports whether the default binary of built-in type typ is on
+// pathEnv, for `nerve init` to list the agent CLIs this machine has.
+func Installed(typ, pathEnv string) bool {
+	k, ok := kindOf(typ)
+	if !ok || k.binary == "" {
+		return false
+	}
+	_, err := lookPath(k.binary, pathEnv, "")
+	return err == nil
 }
 
 // Check finds an adapter's binary (on pathEnv, as a turn would) and, for

@@ -1,6 +1,9 @@
 // Package adapter runs one agent CLI (Claude Code, Codex, Gemini CLI,
-// Cursor's agent, Hermes, or any command) as a subprocess for one turn and
-// turns what it prints into a Result.
+// Cursor's agent, Hermes, Qwen Code, opencode, GitHub Copilot CLI, pi,
+// Crush, Kilo Code, Factory's Droid, Continue's cn, Auggie, or any command)
+// as a subprocess for one turn and turns what it prints into a Result.
+// new.go holds the one table of types: adding one is a file and its test
+// data.
 //
 // Each built-in type keeps its command line, environment and output parser
 // in one file (claude.go, codex.go, …), checked against the real CLIs'
@@ -21,8 +24,9 @@
 //
 // The exit status alone is never trusted: a turn succeeded when the CLI's
 // own final event says so (Claude's and Cursor's result, Codex's
-// turn.completed, Gemini's result with status success); only exec and
-// Hermes, which have no event stream, are judged by their exit status.
+// turn.completed, Gemini's result with status success, pi's last
+// stopReason, Copilot's result exit code); only exec, Hermes and Crush,
+// which have no event stream, are judged by their exit status.
 // Failures are *Error values naming the adapter, the exit status and the
 // last lines of stderr, and carrying the usage reported before the failure.
 package adapter

@@ -39,6 +39,9 @@ type kind struct {
 	binary  string
 	timeout time.Duration
 	build   func(a *cliAdapter, req Request) (*invocation, error)
+	// fullOnly: nerve cannot hold the CLI to a narrower posture (crush
+	// run approves every tool itself), so its permissions must say full.
+	fullOnly bool
 }
 
 // kinds is the one table of built-in types, in the order they are offered;
@@ -52,6 +55,13 @@ var kinds = []kind{
 	{name: "hermes", binary: "hermes", timeout: DefaultAgentTimeout, build: buildHermes},
 	{name: "qwen", binary: "qwen", timeout: DefaultAgentTimeout, build: buildQwen},
 	{name: "opencode", binary: "opencode", timeout: DefaultAgentTimeout, build: buildOpencode},
+	{name: "copilot", binary: "copilot", timeout: DefaultAgentTimeout, build: buildCopilot},
+	{name: "pi", binary: "pi", timeout: DefaultAgentTimeout, build: buildPi},
+	{name: "crush", binary: "crush", timeout: DefaultAgentTimeout, build: buildCrush, fullOnly: true},
+	{name: "kilo", binary: "kilo", timeout: DefaultAgentTimeout, build: buildKilo},
+	{name: "droid", binary: "droid", timeout: DefaultAgentTimeout, build: buildDroid},
+	{name: "continue", binary: "cn", timeout: DefaultAgentTimeout, build: buildContinue},
+	{name: "auggie", binary: "auggie", timeout: DefaultAgentTimeout, build: buildAuggie},
 	{name: "exec", timeout: DefaultExecTimeout, build: buildExec},
 }
 
@@ -152,6 +162,9 @@ func resolveType(name string, c Spec) (string, error) {
 	}
 	if !slices.Contains(permissions, c.Permissions) && c.Permissions != "" {
 		return bad("permissions", "unknown permissions %q (want %s, %s or %s)", c.Permissions, PermWorkspace, PermReadOnly, PermFull)
+	}
+	if k, _ := kindOf(typ); k.fullOnly && c.Permissions != PermFull {
+		return bad("permissions", "type %s approves every tool itself, so nerve cannot hold it to workspace or read-only: set permissions: full on a machine that is itself a sandbox", typ)
 	}
 	if typ == "exec" {
 		if len(c.Command) == 0 || c.Command[0] == "" {

@@ -11,7 +11,8 @@ import (
 )
 
 func TestTypesAndBuiltin(t *testing.T) {
-	want := []string{"claude", "codex", "gemini", "cursor", "hermes", "qwen", "opencode", "exec"}
+	want := []string{"claude", "codex", "gemini", "cursor", "hermes", "qwen", "opencode",
+		"copilot", "pi", "crush", "kilo", "droid", "continue", "auggie", "exec"}
 	if got := Types(); !slices.Equal(got, want) {
 		t.Fatalf("Types() = %v, want %v", got, want)
 	}
@@ -42,7 +43,7 @@ func TestValidate(t *testing.T) {
 		{"reviewer-bot", Spec{Type: "exec", Command: []string{"./bin/review", "--json"}}, ""},
 		{"codex", Spec{Permissions: "read-only"}, ""},
 		{"claude-fast", Spec{}, `adapter "claude-fast": no type`},
-		{"bot", Spec{Type: "copilot"}, `adapter "bot": unknown type "copilot"`},
+		{"bot", Spec{Type: "aider"}, `adapter "bot": unknown type "aider"`},
 		{"exec", Spec{}, `adapter "exec": type exec needs a command`},
 		{"x", Spec{Type: "exec", Command: []string{""}}, "needs a command"},
 		{"claude", Spec{Permissions: "yolo"}, `adapter "claude": unknown permissions "yolo"`},

@@ -55,15 +55,22 @@ func opencodeConfig(s *MCPServer, perm string) map[string]any {
 }
 
 func buildOpencode(a *cliAdapter, req Request) (*invocation, error) {
-	if _, ok := a.cfg.Env["OPENCODE_CONFIG_CONTENT"]; ok {
-		return nil, fmt.Errorf("nerve sets OPENCODE_CONFIG_CONTENT for each turn: put the adapter's opencode config in a file and name it with OPENCODE_CONFIG")
+	return buildOpencodeLike(a, req, "OPENCODE", "opencode")
+}
+
+// buildOpencodeLike builds opencode's command line, and that of its forks
+// (kilo), whose variables are named PREFIX_CONFIG_CONTENT and the like.
+func buildOpencodeLike(a *cliAdapter, req Request, prefix, cli string) (*invocation, error) {
+	content := prefix + "_CONFIG_CONTENT"
+	if _, ok := a.cfg.Env[content]; ok {
+		return nil, fmt.Errorf("nerve sets %s for each turn: put the adapter's %s config in a file and name it with %s_CONFIG", content, cli, prefix)
 	}
 	cfg := opencodeConfig(req.MCP, a.info.Permissions)
-	if own := os.Getenv("OPENCODE_CONFIG_CONTENT"); own != "" {
+	if own := os.Getenv(content); own != "" {
 		// The daemon's own inline config: keep it, under nerve's keys.
 		var base map[string]any
 		if err := json.Unmarshal([]byte(own), &base); err != nil {
-			return nil, fmt.Errorf("read OPENCODE_CONFIG_CONTENT: %w", err)
+			return nil, fmt.Errorf("read %s: %w", content, err)
 		}
 		for k, v := range cfg {
 			base[k] = v
@@ -83,11 +90,11 @@ func buildOpencode(a *cliAdapter, req Request) (*invocation, error) {
 		args = append(args, "--auto")
 	}
 	inv := &invocation{parser: &opencodeParser{}, env: []string{
-		"OPENCODE_CONFIG_CONTENT=" + string(b),
-		"OPENCODE_DISABLE_AUTOUPDATE=true",
+		content + "=" + string(b),
+		prefix + "_DISABLE_AUTOUPDATE=true",
 	}}
 	if len(req.Prompt) > maxArgBytes {
-		return nil, fmt.Errorf("the prompt is %d bytes, longer than a command line takes (128 KiB), and opencode reads no prompt from stdin", len(req.Prompt))
+		return nil, fmt.Errorf("the prompt is %d bytes, longer than a command line takes (128 KiB), and %s reads no prompt from stdin", len(req.Prompt), cli)
 	}
 	inv.args = append(args, "--", req.Prompt)
 	return inv, nil

@@ -34,8 +34,9 @@ func mkdir(t *testing.T, dir, name string) string {
 
 // requireCLI skips the test when the CLI is not installed, or fails it
 // under NERVE_REQUIRE_AGENT_CLIS=1.
-func requireCLI(t *testing.T, name string) {
+func requireCLI(t *testing.T, cli string) {
 	t.Helper()
+	name := fakemodel.Binary(cli)
 	if _, err := exec.LookPath(name); err != nil {
 		if os.Getenv("NERVE_REQUIRE_AGENT_CLIS") == "1" {
 			t.Fatalf("%s is not installed (NERVE_REQUIRE_AGENT_CLIS=1): %v", name, err)
@@ -97,8 +98,9 @@ func writeAgentConfig(e *env, cli, model string, cliEnv map[string]string, timeo
 }
 
 // writeTool matches a write tool of nerve's as a CLI names it to the model
-// (mcp__nerve__notify, mcp_nerve_workflow_run, a namespace's notify).
-var writeTool = regexp.MustCompile(`"name":"[a-z_]*(notify|workflow_run)"`)
+// (mcp__nerve__notify, mcp_nerve_workflow_run, a namespace's notify,
+// copilot's nerve-notify, continue's bare notify).
+var writeTool = regexp.MustCompile(`"name":"[a-z_-]*(notify|workflow_run)"`)
 
 // TestE2EAgentCLIsQuoteThreadThroughMCP: under the default posture, and
 // under read-only and full, with no shell tool used, each CLI's agent
@@ -109,6 +111,9 @@ func TestE2EAgentCLIsQuoteThreadThroughMCP(t *testing.T) {
 		for _, perm := range []string{"", "read-only", "full"} {
 			t.Run(strings.TrimSuffix(cli+"/"+perm, "/"), func(t *testing.T) {
 				requireCLI(t, cli)
+				if cli == "pi" && perm != "full" {
+					t.Skip("pi has no MCP, and a shell only under full (adapter/pi.go)")
+				}
 				quoteThread(t, cli, perm)
 			})
 		}
@@ -117,15 +122,15 @@ func TestE2EAgentCLIsQuoteThreadThroughMCP(t *testing.T) {
 
 func quoteThread(t *testing.T, cli, perm string) {
 	m := fakemodel.Start(t, "agent")
-	e := agentEnvFor(t, cli, m, "120s", perm)
-	r := e.run("workflow", "run", filepath.Join(e.home, "workflows/quote.yaml"), "--json")
+	e := agentEnvFor(t, cli, m, turnTimeout(cli, "", "120s"), perm)
+	r := e.runLong("workflow", "run", filepath.Join(e.home, "workflows/quote.yaml"), "--json")
 	out := decodeRun(t, r)
 	if out.Status != "completed" || out.Result != "Quoted: "+theWord {
 		t.Fatalf("want the thread completed with %q:\n%s\nmodel requests:\n%s", "Quoted: "+theWord, r, tail(m.Bodies(), 2))
 	}
 	for _, b := range m.Bodies() {
 		// The word reached the model only inside thread_messages' answer.
-		if strings.Contains(b, "plum-4417") && !strings.Contains(b, `\"thread\":`) {
+		if strings.Contains(b, "plum-4417") && !toolResultRE.MatchString(b) {
 			t.Errorf("the word reached the model outside a tool result:\n%.2000s", b)
 		}
 		if perm == "read-only" && writeTool.MatchString(b) {
@@ -136,28 +141,16 @@ func quoteThread(t *testing.T, cli, perm string) {
 	noProcessLeft(t, e)
 }
 
-// TestE2EAgentCLIsEndpointFailures: an endpoint that answers 500 or never
-// answers fails the turn with a clear error, and leaves no process.
+// TestE2EAgentCLIsEndpointFailures: an endpoint that answers 500, 429 or
+// never answers fails the turn with a clear error, and leaves no process;
+// the daemon's back-off counts the 429 as a rate limit.
 func TestE2EAgentCLIsEndpointFailures(t *testing.T) {
 	for _, cli := range fakemodel.CLIs {
-		for _, mode := range []string{"500", "hang"} {
+		for _, mode := range []string{"500", "429", "hang"} {
 			t.Run(cli+"/"+mode, func(t *testing.T) {
 				requireCLI(t, cli)
-				t.Parallel() // each waits out an 8s timeout, doing nothing meanwhile
-				m := fakemodel.Start(t, mode)
-				e := agentEnvFor(t, cli, m, "8s", "")
-				start := time.Now()
-				r := e.run("workflow", "run", filepath.Join(e.home, "workflows/quote.yaml"), "--json")
-				out := decodeRun(t, r)
-				want := "adapter " + cli + ": "
-				if mode == "hang" {
-					want += "timed out after 8s"
-				}
-				if r.code != 1 || out.Status != "failed" || !strings.Contains(out.Error, want) {
-					t.Fatalf("want the thread failed with %q:\n%s", want, r)
-				}
-				t.Logf("%s in %s: %s", mode, time.Since(start).Round(time.Millisecond), out.Error)
-				noProcessLeft(t, e)
+				t.Parallel() // each waits out a timeout or retries, doing nothing meanwhile
+				endpointFailure(t, cli, mode)
 			})
 		}
 	}

@@ -138,8 +138,12 @@ func (e *env) run(args ...string) result {
 }
 
 func (e *env) runCtx(ctx context.Context, args ...string) result {
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
+	if _, ok := ctx.Deadline(); !ok {
+		// A caller's own deadline stands (slow agent CLIs need more).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
+		defer cancel()
+	}
 	cmd := exec.CommandContext(ctx, nerveBin(e.t), args...)
 	cmd.Env = append(os.Environ(), "NERVE_HOME="+e.home)
 	cmd.Env = append(cmd.Env, e.extra...)

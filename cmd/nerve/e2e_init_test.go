@@ -43,6 +43,8 @@ func TestE2EInitChecks(t *testing.T) {
 	bin := filepath.Join(e.home, "bin")
 	e.write("bin/claude", "#!/bin/sh\n[ \"$1\" = --version ] && echo '2.1.330 (Claude Code)'\n")
 	e.write("bin/gemini", "#!/bin/sh\necho 'config broken' >&2\nexit 3\n")
+	// Found on PATH, named nowhere: listed too, not needed.
+	e.write("bin/copilot", "#!/bin/sh\n[ \"$1\" = --version ] && printf 'GitHub Copilot CLI 1.0.102.\\nRun copilot update to check for updates.\\n'\n")
 	e.extra = []string{"PATH=" + bin + ":/usr/bin:/bin"}
 	e.write("nerve.yaml", `adapters:
   claude: {permissions: read-only}
@@ -72,6 +74,13 @@ remotes:
 	claude := rep.Checks[byName["adapter claude"]]
 	if !claude.OK || !claude.Needed || !strings.Contains(claude.Detail, "2.1.330") || !strings.Contains(claude.Detail, "permissions read-only") {
 		t.Fatalf("claude check: %+v", claude)
+	}
+	if c, ok := byName["adapter copilot"]; !ok || !rep.Checks[c].OK || rep.Checks[c].Needed ||
+		!strings.Contains(rep.Checks[c].Detail, "GitHub Copilot CLI 1.0.102. at "+bin+"/copilot · permissions workspace") {
+		t.Fatalf("copilot, found on PATH: %+v", rep.Checks)
+	}
+	if _, ok := byName["adapter pi"]; ok {
+		t.Fatalf("pi is not on PATH, yet listed: %+v", rep.Checks)
 	}
 	if g := rep.Checks[byName["adapter gemini"]]; g.OK || g.Needed || !strings.Contains(g.Detail, "config broken") {
 		t.Fatalf("gemini check: %+v", g)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nerve-agents/nerve/adapter"
@@ -70,6 +71,7 @@ func availability(ctx context.Context, f *Factory, cfg *config.Config) []check {
 	for _, n := range sortedNames(names) {
 		out = append(out, adapterCheck(ctx, f, cfg, n, neededAdapters[n], pathEnv))
 	}
+	out = append(out, foundCLIs(ctx, f, cfg, names, pathEnv)...)
 	for _, n := range sortedNames(cfg.Remotes) {
 		out = append(out, remoteCheck(ctx, cfg, n, neededRemotes[n]))
 	}
@@ -236,5 +238,33 @@ func sortedNames[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// foundCLIs checks the built-in agent CLIs found on PATH that nerve.yaml
+// does not name (named: the adapters checked already), so the owner of a
+// new machine sees what it can drive, with versions and postures. Three
+// answer --version at a time: most are node programs, and a dozen
+// starting at once on a small machine would overrun the version timeout.
+func foundCLIs(ctx context.Context, f *Factory, cfg *config.Config, named map[string]bool, pathEnv string) []check {
+	var types []string
+	for _, t := range adapter.Types() {
+		if t != "exec" && !named[t] && adapter.Installed(t, pathEnv) {
+			types = append(types, t)
+		}
+	}
+	out := make([]check, len(types))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 3)
+	for i, t := range types {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			out[i] = adapterCheck(ctx, f, cfg, t, "", pathEnv)
+		}()
+	}
+	wg.Wait()
 	return out
 }

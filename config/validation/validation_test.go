@@ -103,7 +103,7 @@ func TestProblemsByFile(t *testing.T) {
 		byName[w.Name] = w
 	}
 	for name, want := range map[string]string{
-		"bad":    `roles.a.adapter: unknown adapter "nosuch-adapter" (built in: claude, codex, gemini, cursor, hermes, qwen, opencode, exec;`,
+		"bad":    `roles.a.adapter: unknown adapter "nosuch-adapter" (built in: claude, codex, gemini, cursor, hermes, qwen, opencode, copilot, pi, crush, kilo, droid, continue, auggie, exec;`,
 		"execy":  `roles.a.adapter: adapter "exec": type exec needs a command`,
 		"broken": "moderator",
 	} {

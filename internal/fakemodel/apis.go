@@ -11,7 +11,7 @@ import (
 // Each API's turn: read the request, decide, answer in its wire format.
 
 // anthropicTurn answers POST /v1/messages.
-func anthropicTurn(w http.ResponseWriter, body []byte) error {
+func anthropicTurn(w http.ResponseWriter, body []byte, mode string) error {
 	var req struct {
 		Model    string `json:"model"`
 		Stream   bool   `json:"stream"`
@@ -49,7 +49,7 @@ func anthropicTurn(w http.ResponseWriter, body []byte) error {
 	for _, t := range req.Tools {
 		offered = append(offered, t.Name)
 	}
-	st := decide(results, offered)
+	st := decide(mode, results, offered)
 	block := map[string]any{"type": "text", "text": st.text}
 	stop := "end_turn"
 	if st.tool != "" {
@@ -86,7 +86,7 @@ func anthropicTurn(w http.ResponseWriter, body []byte) error {
 }
 
 // responsesTurn answers POST /v1/responses (codex's custom provider).
-func responsesTurn(w http.ResponseWriter, body []byte) error {
+func responsesTurn(w http.ResponseWriter, body []byte, mode string) error {
 	var req struct {
 		Model string `json:"model"`
 		Input []struct {
@@ -126,7 +126,7 @@ func responsesTurn(w http.ResponseWriter, body []byte) error {
 			offered = append(offered, t.Name)
 		}
 	}
-	st := decide(results, offered)
+	st := decide(mode, results, offered)
 	var item map[string]any
 	if st.tool != "" {
 		args, _ := json.Marshal(st.args)
@@ -156,7 +156,7 @@ func responsesTurn(w http.ResponseWriter, body []byte) error {
 }
 
 // chatTurn answers POST /v1/chat/completions (qwen, opencode).
-func chatTurn(w http.ResponseWriter, body []byte) error {
+func chatTurn(w http.ResponseWriter, body []byte, mode string) error {
 	var req struct {
 		Model    string `json:"model"`
 		Stream   bool   `json:"stream"`
@@ -202,7 +202,7 @@ func chatTurn(w http.ResponseWriter, body []byte) error {
 	for _, t := range req.Tools {
 		offered = append(offered, t.Function.Name)
 	}
-	st := decide(results, offered)
+	st := decide(mode, results, offered)
 	message := map[string]any{"role": "assistant", "content": st.text}
 	finish := "stop"
 	var calls []any
@@ -242,7 +242,7 @@ func chatTurn(w http.ResponseWriter, body []byte) error {
 
 // geminiTurn answers POST …/models/M:streamGenerateContent and
 // :generateContent.
-func geminiTurn(w http.ResponseWriter, body []byte, stream bool) error {
+func geminiTurn(w http.ResponseWriter, body []byte, stream bool, mode string) error {
 	var req struct {
 		Contents []struct {
 			Role  string `json:"role"`
@@ -283,7 +283,7 @@ func geminiTurn(w http.ResponseWriter, body []byte, stream bool) error {
 			offered = append(offered, f.Name)
 		}
 	}
-	st := decide(results, offered)
+	st := decide(mode, results, offered)
 	part := map[string]any{"text": st.text}
 	if st.tool != "" {
 		part = map[string]any{"functionCall": map[string]any{"name": st.tool, "args": st.args}}

@@ -7,7 +7,7 @@ import (
 )
 
 // CLIs are the agent CLIs Setup knows, by adapter type (and binary).
-var CLIs = []string{"claude", "codex", "gemini", "qwen", "opencode"}
+var CLIs = []string{"claude", "codex", "gemini", "qwen", "opencode", "copilot", "pi", "kilo", "droid", "continue"}
 
 // Setup points cli at the endpoint url, offline and isolated from the
 // machine's own configuration: it writes what the CLI needs under dir and
@@ -66,7 +66,13 @@ func SetupHome(cli, home, url string) (model string, env map[string]string, err 
 		model = "local/test"
 		env = map[string]string{}
 	default:
-		return "", nil, fmt.Errorf("fakemodel: no setup for %q", cli)
+		var files map[string]string
+		if model, env, files, err = setupMore(cli, dir, home, url); err != nil {
+			return "", nil, err
+		}
+		for path, content := range files {
+			write(path, content)
+		}
 	}
 	return model, env, err
 }
