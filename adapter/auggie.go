@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+
+	"github.com/nerve-agents/nerve/internal/sandbox"
 )
 
 // Augment's Auggie (checked against 0.36.0, see testdata/FLAGS.md):
@@ -58,6 +60,7 @@ func buildAuggie(a *cliAdapter, req Request) (*invocation, error) {
 			return nil, err
 		}
 		inv.cleanup = func() { os.RemoveAll(dir) }
+		inv.binds = append(inv.binds, sandbox.Bind{Src: dir, Dst: dir, Write: true})
 		f := filepath.Join(dir, "prompt.txt")
 		if err := os.WriteFile(f, []byte(req.Prompt), 0o600); err != nil {
 			inv.cleanup()

@@ -21,7 +21,7 @@ func TestDroidHome(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "config.json"), []byte(`{"custom_models":[]}`), 0o600)
 	os.WriteFile(filepath.Join(src, "mcp.json"), []byte(`{"mcpServers":{"theirs":{"command":"x"}}}`), 0o600)
 	s := &MCPServer{Command: "/bin/nerve", Args: []string{"mcp"}, Env: []string{"NERVE_THREAD=t#thread-1"}}
-	if err := droidHome(src, dst, s, PermReadOnly); err != nil {
+	if err := droidHome(src, src, dst, s, PermReadOnly); err != nil {
 		t.Fatal(err)
 	}
 	if l, err := os.Readlink(filepath.Join(dst, "config.json")); err != nil || l != filepath.Join(src, "config.json") {

@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/nerve-agents/nerve/internal/sandbox"
 	"github.com/nerve-agents/nerve/internal/usage"
 )
 
@@ -59,7 +60,7 @@ func buildContinue(a *cliAdapter, req Request) (*invocation, error) {
 	args = append(args, a.cfg.Args...)
 	inv := &invocation{env: continueEnv, parser: &continueParser{}}
 	if req.MCP != nil && !slices.Contains(a.cfg.Args, "--config") {
-		env := mergeEnv(os.Environ(), sortedEnv(a.cfg.Env), req.Env)
+		env := mergeEnv(baseEnv(req), sortedEnv(a.cfg.Env), req.Env)
 		global := envValue(env, "CONTINUE_GLOBAL_DIR")
 		if global == "" {
 			global = filepath.Join(envValue(env, "HOME"), ".continue")
@@ -69,8 +70,9 @@ func buildContinue(a *cliAdapter, req Request) (*invocation, error) {
 			return nil, err
 		}
 		inv.cleanup = func() { os.RemoveAll(dir) }
+		inv.binds = append(inv.binds, sandbox.Bind{Src: dir, Dst: dir, Write: true})
 		cfg := filepath.Join(dir, "config.yaml")
-		switch err := continueConfig(filepath.Join(global, "config.yaml"), cfg, req.MCP, a.info.Permissions); {
+		switch err := continueConfig(req.onHost(filepath.Join(global, "config.yaml")), cfg, req.MCP, a.info.Permissions); {
 		case errors.Is(err, fs.ErrNotExist):
 			// No local config (a hub one, or none): cn's own, without
 			// nerve's server.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nerve-agents/nerve/internal/sandbox"
 	"github.com/nerve-agents/nerve/internal/usage"
 )
 
@@ -76,7 +77,7 @@ func buildCopilot(a *cliAdapter, req Request) (*invocation, error) {
 	args = append(args, copilotMCP(req.MCP, a.info.Permissions)...)
 	args = append(args, copilotPosture(a.info.Permissions, req.MCP)...)
 	return &invocation{args: args, env: copilotEnv, parser: &copilotParser{usageFile: usageFile},
-		cleanup: func() { os.RemoveAll(dir) }}, nil
+		cleanup: func() { os.RemoveAll(dir) }, binds: []sandbox.Bind{{Src: dir, Dst: dir, Write: true}}}, nil
 }
 
 type copilotEvent struct {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nerve-agents/nerve/internal/sandbox"
 	"github.com/nerve-agents/nerve/internal/usage"
 )
 
@@ -55,17 +56,22 @@ func buildDroid(a *cliAdapter, req Request) (*invocation, error) {
 		var err error
 		dir, err = os.MkdirTemp("", "nerve-droid-")
 		inv.cleanup = func() { os.RemoveAll(dir) }
+		inv.binds = append(inv.binds, sandbox.Bind{Src: dir, Dst: dir, Write: true})
 		return err
 	}
 	if req.MCP != nil {
 		if err := mkdir(); err != nil {
 			return nil, err
 		}
-		home := envValue(mergeEnv(os.Environ(), sortedEnv(a.cfg.Env), req.Env), "FACTORY_HOME_OVERRIDE")
+		env := mergeEnv(baseEnv(req), sortedEnv(a.cfg.Env), req.Env)
+		home := envValue(env, "FACTORY_HOME_OVERRIDE")
 		if home == "" {
-			home = envValue(mergeEnv(os.Environ(), sortedEnv(a.cfg.Env), req.Env), "HOME")
+			home = envValue(env, "HOME")
 		}
-		if err := droidHome(filepath.Join(home, ".factory"), filepath.Join(dir, "home", ".factory"), req.MCP, a.info.Permissions); err != nil {
+		// In a sandbox the CLI's .factory is its state directory: read
+		// where it lies on the host, link where the CLI sees it.
+		factory := filepath.Join(home, ".factory")
+		if err := droidHome(req.onHost(factory), factory, filepath.Join(dir, "home", ".factory"), req.MCP, a.info.Permissions); err != nil {
 			inv.cleanup()
 			return nil, err
 		}
@@ -94,9 +100,9 @@ func buildDroid(a *cliAdapter, req Request) (*invocation, error) {
 var droidStateDirs = []string{"sessions", "logs", "cache", "state", "telemetry", "droids", "certs", "temp"}
 
 // droidHome makes dst a .factory directory that links every entry of the
-// user's (src; sessions, logs and settings stay theirs) but mcp.json,
-// which registers nerve's server alone.
-func droidHome(src, dst string, s *MCPServer, perm string) error {
+// user's (src, which the CLI sees at seen; sessions, logs and settings
+// stay theirs) but mcp.json, which registers nerve's server alone.
+func droidHome(src, seen, dst string, s *MCPServer, perm string) error {
 	for _, d := range append([]string{""}, droidStateDirs...) {
 		if err := os.MkdirAll(filepath.Join(src, d), 0o700); err != nil {
 			return err
@@ -113,7 +119,7 @@ func droidHome(src, dst string, s *MCPServer, perm string) error {
 		if e.Name() == "mcp.json" {
 			continue
 		}
-		if err := os.Symlink(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+		if err := os.Symlink(filepath.Join(seen, e.Name()), filepath.Join(dst, e.Name())); err != nil {
 			return err
 		}
 	}

@@ -23,6 +23,13 @@ var statePaths = map[string][]string{
 	"opencode": {".local/share/opencode", ".config/opencode", ".local/state/opencode", ".cache/opencode"},
 	"cursor":   {".cursor", ".config/cursor"},
 	"hermes":   {".hermes"},
+	"copilot":  {".copilot", ".cache/copilot"},
+	"pi":       {".pi"},
+	"kilo":     {".config/kilo", ".local/share/kilo", ".local/state/kilo", ".local/state/kilo-sandbox-policy", ".cache/kilo"},
+	"droid":    {".factory"},
+	"continue": {".continue"},
+	"auggie":   {".augment"},
+	"crush":    {".local/share/crush", ".config/crush"},
 }
 
 var stateFiles = map[string]bool{".claude.json": true}

@@ -67,7 +67,7 @@ func SetupHome(cli, home, url string) (model string, env map[string]string, err 
 		env = map[string]string{}
 	default:
 		var files map[string]string
-		if model, env, files, err = setupMore(cli, dir, home, url); err != nil {
+		if model, env, files, err = setupMore(cli, home, url); err != nil {
 			return "", nil, err
 		}
 		for path, content := range files {

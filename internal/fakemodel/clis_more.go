@@ -16,36 +16,34 @@ func Binary(cli string) string {
 	return cli
 }
 
-// setupMore is Setup for the CLIs of ../shared/CLIS-MORE.md: the files to
-// write (path: content) besides the model and env.
-func setupMore(cli, dir, home, url string) (model string, env, files map[string]string, err error) {
-	env = map[string]string{"HOME": home}
+// setupMore is SetupHome for the CLIs of ../shared/CLIS-MORE.md: the
+// files to write (path: content, where each CLI looks by default under
+// home) besides the model and env.
+func setupMore(cli, home, url string) (model string, env, files map[string]string, err error) {
+	env = map[string]string{}
 	files = map[string]string{}
 	switch cli {
 	case "copilot":
 		// BYOK: no GitHub login; COPILOT_OFFLINE leaves GitHub's
 		// services (auth, telemetry, its MCP server) out.
 		model = "copilot-test"
-		env["COPILOT_HOME"] = filepath.Join(dir, "copilot")
 		env["COPILOT_PROVIDER_BASE_URL"] = url + "/v1"
 		env["COPILOT_PROVIDER_API_KEY"] = "fake-key"
 		env["COPILOT_PROVIDER_TYPE"] = "openai"
 		env["COPILOT_PROVIDER_WIRE_API"] = "completions"
 		env["COPILOT_OFFLINE"] = "true"
 	case "pi":
-		agent := filepath.Join(dir, "pi")
+		agent := filepath.Join(home, ".pi", "agent")
 		model = "local/pi-test"
-		env["PI_CODING_AGENT_DIR"] = agent
 		files[filepath.Join(agent, "models.json")] = fmt.Sprintf(`{"providers":{"local":{"baseUrl":"%s/v1","api":"openai-completions",`+
 			`"apiKey":"fake-key","models":[{"id":"pi-test","contextWindow":128000,"maxTokens":8000,`+
 			`"cost":{"input":1,"output":2,"cacheRead":0,"cacheWrite":0}}]}}}`, url)
 		files[filepath.Join(agent, "settings.json")] = `{"retry":{"enabled":false,"provider":{"maxRetries":0}}}`
 	case "kilo":
-		cfg := filepath.Join(dir, "kilo.json")
+		cfg := filepath.Join(home, ".config", "kilo", "kilo.json")
 		model = "local/test"
 		files[cfg] = fmt.Sprintf(`{"provider":{"local":{"npm":"@ai-sdk/openai-compatible","name":"local",`+
 			`"options":{"baseURL":"%s/v1","apiKey":"fake-key"},"models":{"test":{"name":"test"}}}},"enabled_providers":["local"]}`, url)
-		env["KILO_CONFIG"] = cfg
 		env["KILO_DISABLE_MODELS_FETCH"] = "true"
 		env["KILO_SESSION_RETRY_LIMIT"] = "1"
 	case "droid":
@@ -56,8 +54,7 @@ func setupMore(cli, dir, home, url string) (model string, env, files map[string]
 			`"model":"droid-test","base_url":"%s/v1","api_key":"fake-key","provider":"generic-chat-completion-api","max_tokens":8000}]}`, url)
 		env["FACTORY_AIRGAP_ENABLED"] = "true"
 	case "continue":
-		global := filepath.Join(dir, "continue")
-		env["CONTINUE_GLOBAL_DIR"] = global
+		global := filepath.Join(home, ".continue")
 		files[filepath.Join(global, "config.yaml")] = fmt.Sprintf("name: fake\nversion: 1.0.0\nschema: v1\nmodels:\n"+
 			"  - name: fake\n    provider: openai\n    model: continue-test\n    apiBase: %q\n    apiKey: fake-key\n    roles: [chat, edit, apply]\n", url+"/v1")
 	default:
