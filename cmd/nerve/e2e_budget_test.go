@@ -117,7 +117,8 @@ func TestE2EUsageAndBudgetLocal(t *testing.T) {
 	requireCLI(t, "gemini")
 	m := fakemodel.Start(t, "agent")
 	e := newEnv(t)
-	e.write("nerve.yaml", "adapters:\n"+geminiYAML(t, e, m, "")+"pricing:\n  gemini-test: {input: 1, output: 2}\n")
+	e.write("nerve.yaml", "adapters:\n"+geminiYAML(t, e, m, "")+"pricing:\n  gemini-test: {input: 1, output: 2}\n"+
+		"sandbox: {network: open}\n") // the fake model endpoint on loopback, until the allow-list's proxy
 	e.write("workflows/spend.yaml", strings.Replace(spendWorkflow, "BINDING", "local", 1))
 	r := e.run("workflow", "run", "spend", "--json")
 	checkBudgetRun(t, e, r)
@@ -152,6 +153,7 @@ reflexes:
 pricing:
   gemini-test: {input: 1, output: 2}
 daemon: {shutdown_grace: 1s}
+sandbox: {network: open} # the fake model endpoint on loopback, until the allow-list's proxy
 `, name, capacity, k.url, adapter(e)))
 	e.must(0, "init", "--remote", "origin="+k.url, "--enroll-token", k.enrollToken(t, 1))
 	return e
