@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"net"
 	"net/url"
 	"os"
@@ -20,6 +21,7 @@ type vendorEndpoint struct {
 	vars     []string
 	files    []string // HOME-relative config files with a base URL
 	fileVars []string // variables naming such a file or its directory
+	dirFile  string   // the file in a directory fileVars names (default config.toml)
 	defaults []string // https URLs; the first is vars[0]'s default
 }
 
@@ -37,6 +39,15 @@ var vendorEndpoints = map[string]vendorEndpoint{
 	"opencode": {files: []string{".config/opencode/opencode.json", ".config/opencode/opencode.jsonc"}, fileVars: []string{"OPENCODE_CONFIG"},
 		defaults: []string{"https://models.dev"}},
 	"cursor": {defaults: []string{"https://api2.cursor.sh"}},
+	// The CLIs of ../shared/CLIS-MORE.md (docs/agent-clis.md): a vendor
+	// host is listed only where that document names it; sandbox.hosts
+	// adds the rest.
+	"copilot": {vars: []string{"COPILOT_PROVIDER_BASE_URL"}, defaults: []string{"https://api.githubcopilot.com", "https://api.github.com"}},
+	"pi":      {files: []string{".pi/agent/models.json"}, fileVars: []string{"PI_CODING_AGENT_DIR"}, dirFile: "models.json"},
+	"kilo": {files: []string{".config/kilo/kilo.json", ".config/kilo/config.json", ".config/kilo/opencode.json"},
+		fileVars: []string{"KILO_CONFIG"}},
+	"droid":    {files: []string{".factory/config.json", ".factory/settings.json"}},
+	"continue": {files: []string{".continue/config.yaml"}, fileVars: []string{"CONTINUE_GLOBAL_DIR"}, dirFile: "config.yaml", defaults: []string{"https://api.continue.dev"}},
 }
 
 // modelEndpoint is a base URL the turn's CLI calls; envVar names the
@@ -46,9 +57,9 @@ type modelEndpoint struct {
 	envVar string
 }
 
-// baseURLRE finds base URLs in a CLI's config file: TOML's base_url = "…"
-// and JSON's "baseURL": "…".
-var baseURLRE = regexp.MustCompile(`(?i)"?base_?url"?\s*[:=]\s*"(https?://[^"\s]+)"`)
+// baseURLRE finds base URLs in a CLI's config file: TOML's base_url = "…",
+// JSON's "baseURL" or "baseUrl": "…", YAML's apiBase: … (quoted or not).
+var baseURLRE = regexp.MustCompile(`(?i)"?(?:base_?url|apibase)"?\s*[:=]\s*"?(https?://[^"\s,}]+)`)
 
 // modelEndpoints are adapter ac's model endpoints as its config says,
 // with state the CLI's HOME as the sandbox shows it (its state directory).
@@ -77,7 +88,7 @@ func modelEndpoints(ac config.Adapter, state string) []modelEndpoint {
 	for _, name := range v.fileVars {
 		if p := lookup(name); p != "" {
 			if st, err := os.Stat(p); err == nil && st.IsDir() {
-				p = filepath.Join(p, "config.toml")
+				p = filepath.Join(p, cmp.Or(v.dirFile, "config.toml"))
 			}
 			files = append(files, p)
 		}
