@@ -15,6 +15,7 @@ import (
 
 	"github.com/nerve-agents/nerve/adapter"
 	"github.com/nerve-agents/nerve/config"
+	"github.com/nerve-agents/nerve/internal/sandbox"
 	"github.com/nerve-agents/nerve/reflex"
 	"github.com/nerve-agents/nerve/store"
 	"github.com/nerve-agents/nerve/workflow"
@@ -73,6 +74,22 @@ func BenchmarkTurn(b *testing.B) {
 		}
 	})
 	b.Run("local-thread", func(b *testing.B) { benchLocalThread(b, truePath, false) })
+	// The same thread with every turn in bwrap, its network by allow-list
+	// (the proxy and the bridge) and its own socket: what the sandbox adds
+	// to a turn, beside local-thread in the same run.
+	b.Run("local-thread-sandboxed", func(b *testing.B) {
+		if err := sandbox.Available(); err != nil {
+			b.Skip(err)
+		}
+		// The bridge runs inside: it is the nerve binary's sandbox-exec.
+		bin := filepath.Join(b.TempDir(), "nerve")
+		if out, err := exec.Command("go", "build", "-o", bin, "../cmd/nerve").CombinedOutput(); err != nil {
+			b.Fatalf("build nerve: %v\n%s", err, out)
+		}
+		benchSandbox, benchExecutable = sandbox.ModeBwrap, bin
+		defer func() { benchSandbox, benchExecutable = sandbox.ModeNone, "" }()
+		benchLocalThread(b, truePath, false)
+	})
 	// A claude-type agent (a script printing a result event with a cost)
 	// under a daily cap: each turn's answer is charged to the adapter's day
 	// in its commit, and the cap is read before each turn.
@@ -87,12 +104,20 @@ func BenchmarkTurn(b *testing.B) {
 	})
 }
 
+// benchSandbox is the daemon.sandbox of benchLocalThread's daemon: none
+// unless a benchmark measures the sandbox.
+var benchSandbox = sandbox.ModeNone
+
+// benchExecutable is the nerve binary of benchLocalThread's daemon.
+var benchExecutable string
+
 // benchLocalThread runs one local thread of b.N turns; agent "" is a
 // shell script that appends a line to a file of the worktree.
 func benchLocalThread(b *testing.B, agent string, withWorkspace bool) {
 	{
 		home := b.TempDir()
 		cfg := config.Defaults(home)
+		cfg.Daemon.Sandbox = benchSandbox
 		if agent == "" {
 			agent = filepath.Join(home, "edit.sh")
 			if err := os.WriteFile(agent, []byte("#!/bin/sh\necho \"$NERVE_STEP\" >> \"$NERVE_WORKDIR/turns.txt\"\n"), 0o700); err != nil {
@@ -114,6 +139,7 @@ func benchLocalThread(b *testing.B, agent string, withWorkspace bool) {
 		}
 		defer st.Close()
 		d := &Daemon{paths: config.Paths{Home: home}, log: slog.New(slog.DiscardHandler), store: st, cfg: cfg}
+		d.opts.Executable = benchExecutable
 		d.gate = reflex.NewGate(d.config, st, d.log)
 		r := newRunner(d, context.Background())
 		def, err := workflow.Parse("bench.yaml", []byte(`workflow: bench
