@@ -62,6 +62,17 @@ func Installed(typ, pathEnv string) bool {
 // Check finds an adapter's binary (on pathEnv, as a turn would) and, for
 // agent CLIs, asks it for its version within a timeout.
 func Check(ctx context.Context, name string, c Spec, pathEnv string) Availability {
+	return check(ctx, name, c, pathEnv, false)
+}
+
+// CheckInstalled is Check for a CLI found on PATH that no adapter names:
+// an npm package's version is read from its package.json instead of
+// running it.
+func CheckInstalled(ctx context.Context, name string, c Spec, pathEnv string) Availability {
+	return check(ctx, name, c, pathEnv, true)
+}
+
+func check(ctx context.Context, name string, c Spec, pathEnv string, installed bool) Availability {
 	info, err := Inspect(name, c)
 	av := Availability{Info: info}
 	if err != nil {
@@ -80,6 +91,10 @@ func Check(ctx context.Context, name string, c Spec, pathEnv string) Availabilit
 	av.Path = path
 	if info.Type == "exec" {
 		av.OK = true
+		return av
+	}
+	if v, ok := npmVersion(path); ok && installed {
+		av.OK, av.Version = true, v
 		return av
 	}
 	ctx, cancel := context.WithTimeout(ctx, versionTimeout)

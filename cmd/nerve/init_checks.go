@@ -69,7 +69,7 @@ func availability(ctx context.Context, f *Factory, cfg *config.Config) []check {
 		pathEnv = filepath.Dir(f.Executable) + string(os.PathListSeparator) + pathEnv
 	}
 	for _, n := range sortedNames(names) {
-		out = append(out, adapterCheck(ctx, f, cfg, n, neededAdapters[n], pathEnv))
+		out = append(out, adapterCheck(ctx, f, cfg, n, neededAdapters[n], pathEnv, adapter.Check))
 	}
 	out = append(out, foundCLIs(ctx, f, cfg, names, pathEnv)...)
 	for _, n := range sortedNames(cfg.Remotes) {
@@ -119,7 +119,8 @@ func gitCheck(ctx context.Context, f *Factory, neededBy string) check {
 	return c
 }
 
-func adapterCheck(ctx context.Context, f *Factory, cfg *config.Config, name, neededBy, pathEnv string) check {
+func adapterCheck(ctx context.Context, f *Factory, cfg *config.Config, name, neededBy, pathEnv string,
+	probe func(context.Context, string, adapter.Spec, string) adapter.Availability) check {
 	c := check{Name: "adapter " + name, Kind: "adapter", Needed: neededBy != ""}
 	ac, ok := cfg.AdapterConfig(name)
 	if !ok {
@@ -130,7 +131,7 @@ func adapterCheck(ctx context.Context, f *Factory, cfg *config.Config, name, nee
 	if ac.Type == "exec" && len(ac.Command) > 0 && ac.Command[0] == "nerve" && f.Executable != "" {
 		ac.Command = append([]string{f.Executable}, ac.Command[1:]...)
 	}
-	av := adapter.Check(ctx, name, ac, pathEnv)
+	av := probe(ctx, name, ac, pathEnv)
 	if !av.OK {
 		c.Detail, c.Hint = av.Problem, av.Hint
 		if neededBy != "" {
@@ -243,9 +244,11 @@ func sortedNames[V any](m map[string]V) []string {
 
 // foundCLIs checks the built-in agent CLIs found on PATH that nerve.yaml
 // does not name (named: the adapters checked already), so the owner of a
-// new machine sees what it can drive, with versions and postures. Three
-// answer --version at a time: most are node programs, and a dozen
-// starting at once on a small machine would overrun the version timeout.
+// new machine sees what it can drive, with versions and postures. An npm
+// package's version is read from its package.json (a node program takes
+// seconds to answer --version, and init runs often); the others answer
+// --version, three at a time, so a dozen starting at once on a small
+// machine do not overrun the version timeout.
 func foundCLIs(ctx context.Context, f *Factory, cfg *config.Config, named map[string]bool, pathEnv string) []check {
 	var types []string
 	for _, t := range adapter.Types() {
@@ -262,7 +265,7 @@ func foundCLIs(ctx context.Context, f *Factory, cfg *config.Config, named map[st
 			defer wg.Done()
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			out[i] = adapterCheck(ctx, f, cfg, t, "", pathEnv)
+			out[i] = adapterCheck(ctx, f, cfg, t, "", pathEnv, adapter.CheckInstalled)
 		}()
 	}
 	wg.Wait()
