@@ -31,6 +31,9 @@ func startDaemonWith(t *testing.T, edit func(*config.Config)) (*Client, config.P
 	t.Cleanup(func() { os.RemoveAll(home) })
 	cfg := config.Defaults(home)
 	cfg.Workflows = []string{filepath.Join(home, "workflows")}
+	// These daemons run no nerve binary, which a sandboxed turn's network
+	// bridge is (the sandbox is tested through the binary, in cmd/nerve).
+	cfg.Daemon.Sandbox = "none"
 	if edit != nil {
 		edit(cfg)
 	}

@@ -20,6 +20,7 @@ shaper) echo 'this is not json' ;;
 esac
 `
 	a := agentEnv(t, k, k.enrollToken(t, 1), "agent-d", script, "", 1)
+	a.unsandboxed("its roles' stall thresholds are tight, and a sandboxed turn's start (bwrap, the bridge) adds to the silence they time")
 	cfg, err := os.ReadFile(filepath.Join(a.home, "nerve.yaml"))
 	if err != nil {
 		t.Fatal(err)

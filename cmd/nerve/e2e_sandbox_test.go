@@ -38,8 +38,8 @@ try nerve.sock 'NERVE_HOME=@NH@ nerve daemon status'
 try write-outside 'echo x >@OUTSIDE@/planted'
 try pgpassword 'test -n "$PGPASSWORD"'
 try aws-keys 'env | grep -q ^AWS_'
-nohup sh -c 'sleep 2; echo late >@WORK@/late-nohup' >/dev/null 2>&1 &
-setsid sh -c 'sh -c "sleep 2; echo late >@WORK@/late-setsid" </dev/null >/dev/null 2>&1 &' </dev/null >/dev/null 2>&1
+nohup sh -c 'sleep 6; echo late >@WORK@/late-nohup' >/dev/null 2>&1 &
+setsid sh -c 'sh -c "sleep 6; echo late >@WORK@/late-setsid" </dev/null >/dev/null 2>&1 &' </dev/null >/dev/null 2>&1
 nohup sleep 300.2071 >/dev/null 2>&1 &
 nerve thread messages >/dev/null 2>&1 && echo "read its own thread"
 echo work >@WORK@/result.txt && echo "wrote its workdir"
@@ -120,7 +120,7 @@ func TestE2ESandboxWalls(t *testing.T) {
 	// Nothing of the turn is left: the sleeper is gone at once, and the
 	// late writers never write.
 	waitFor(t, "the turn's leftover process to be gone", func() bool { return len(pidsRunning("sleep 300.2071")) == 0 })
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(6500 * time.Millisecond)
 	for _, f := range []string{"late-nohup", "late-setsid"} {
 		if _, err := os.Stat(filepath.Join(w.work, f)); err == nil {
 			t.Errorf("a process the turn left behind wrote %s after it", f)
@@ -159,7 +159,7 @@ func TestE2ESandboxNone(t *testing.T) {
 	for _, p := range pidsRunning("sleep 300.2071") {
 		syscall.Kill(p, syscall.SIGKILL) // the daemon's sweep may not have got to it yet
 	}
-	time.Sleep(2500 * time.Millisecond) // unwalled, the late writers may write before the workdir goes
+	time.Sleep(6500 * time.Millisecond) // unwalled, the late writers may write before the workdir goes
 	if r := w.e.must(0, "daemon", "status"); !strings.Contains(r.stdout, "sandbox:  none\n") {
 		t.Errorf("daemon status:\n%s", r.stdout)
 	}
@@ -241,7 +241,7 @@ func TestE2ESandboxAutoWithoutBwrap(t *testing.T) {
 	for _, p := range pidsRunning("sleep 300.2071") {
 		syscall.Kill(p, syscall.SIGKILL)
 	}
-	time.Sleep(2500 * time.Millisecond) // unwalled, the late writers may write before the workdir goes
+	time.Sleep(6500 * time.Millisecond) // unwalled, the late writers may write before the workdir goes
 	var st struct {
 		Sandbox struct {
 			Effective string
