@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nerve-agents/nerve/internal/envlist"
 	"github.com/nerve-agents/nerve/internal/procgroup"
 	"github.com/nerve-agents/nerve/internal/sandbox"
 	"github.com/nerve-agents/nerve/internal/usage"
@@ -202,6 +203,10 @@ func (a *cliAdapter) execute(ctx context.Context, req Request, inv *invocation, 
 	return &Result{Content: content, Usage: u, Truncated: truncated}, nil
 }
 
+// mergeEnv concatenates environment lists, later lists overriding earlier
+// ones (envlist.Merge, which the sandbox uses too).
+var mergeEnv = envlist.Merge
+
 // signalGroup signals the process group led by pid. ESRCH (the group is
 // already empty) is not an error.
 func signalGroup(pid int, sig syscall.Signal) error {
@@ -209,25 +214,6 @@ func signalGroup(pid int, sig syscall.Signal) error {
 		return err
 	}
 	return nil
-}
-
-// mergeEnv concatenates environment lists, later lists overriding earlier
-// ones, keeping one entry per name in first-seen order.
-func mergeEnv(lists ...[]string) []string {
-	idx := map[string]int{}
-	var out []string
-	for _, l := range lists {
-		for _, kv := range l {
-			k, _, _ := strings.Cut(kv, "=")
-			if i, ok := idx[k]; ok {
-				out[i] = kv
-				continue
-			}
-			idx[k] = len(out)
-			out = append(out, kv)
-		}
-	}
-	return out
 }
 
 func sortedEnv(m map[string]string) []string {

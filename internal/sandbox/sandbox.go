@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/nerve-agents/nerve/internal/envlist"
 )
 
 // Modes, as daemon.sandbox and an adapter's sandbox: write them.
@@ -209,7 +211,7 @@ func (s *Spec) Command(binary string, args []string) (path string, argv []string
 	}
 	// The environment is bwrap's own, passed through: nothing of the
 	// daemon's reaches the CLI but what Env holds.
-	env = mergeEnv(s.Env, s.Extra.Env)
+	env = envlist.Merge(s.Env, s.Extra.Env)
 	argv = append(argv, "--")
 	argv = append(argv, s.Extra.Prefix...)
 	argv = append(argv, binary)
@@ -267,24 +269,5 @@ func binaryPaths(binary string, covered func(string) bool) []string {
 		d = d[:i+len("/node_modules")]
 	}
 	keep(d, real)
-	return out
-}
-
-// mergeEnv concatenates environment lists, later ones overriding earlier
-// ones, one entry per name in first-seen order.
-func mergeEnv(lists ...[]string) []string {
-	idx := map[string]int{}
-	var out []string
-	for _, l := range lists {
-		for _, kv := range l {
-			k, _, _ := strings.Cut(kv, "=")
-			if i, ok := idx[k]; ok {
-				out[i] = kv
-				continue
-			}
-			idx[k] = len(out)
-			out = append(out, kv)
-		}
-	}
 	return out
 }
